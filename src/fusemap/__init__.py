@@ -1,0 +1,33 @@
+"""fusemap: model tensor-algebra accelerators and find their optimal fused mappings."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from .spec.errors import ExpressionError, FusemapError, InvalidMappingError, SpecError
+from .spec.spec import Spec, load_spec
+
+__all__ = [
+    "ExpressionError",
+    "FusemapError",
+    "InvalidMappingError",
+    "Spec",
+    "SpecError",
+    "evaluate",
+    "load",
+    "load_spec",
+]
+__version__ = "0.1.0"
+
+
+def load(*paths: str | Path, **variables: Any) -> Spec:
+    """Load a spec from YAML files; keyword arguments are the Jinja variables."""
+    return load_spec(*paths, variables=variables)
+
+
+def evaluate(spec: Spec, mapping: Any = None):
+    """Evaluate ``mapping`` (default: the spec's mapping) and return a ``Result``."""
+    from .model.evaluate import evaluate_mapping
+
+    return evaluate_mapping(spec, mapping)

@@ -111,9 +111,13 @@ def describe_path(path: Sequence[str | int], data: object = None) -> str:
         except (KeyError, IndexError, TypeError):
             node = None
         name = node.get("name") if isinstance(node, dict) else None
-        if isinstance(name, str) and i < len(path) - 1:
-            start, parts = i + 1, [name]
-        elif isinstance(name, str) and i == len(path) - 1 and isinstance(step, int):
+        if (
+            isinstance(name, str)
+            and i < len(path) - 1
+            or isinstance(name, str)
+            and i == len(path) - 1
+            and isinstance(step, int)
+        ):
             start, parts = i + 1, [name]
     for step in path[start:]:
         parts.append(f"[{step}]" if isinstance(step, int) else str(step))

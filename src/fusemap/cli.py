@@ -1,0 +1,183 @@
+"""The ``fusemap`` command line: check, render, evaluate, demo.
+
+Every user error prints one line (``file:line: key: message``) and exits with status 2;
+``--debug`` shows the traceback instead.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from .spec.errors import FusemapError
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="Model tensor-algebra accelerators and evaluate / find their fused mappings.",
+    pretty_exceptions_enable=False,
+)
+_state = {"debug": False}
+
+Defines = Annotated[
+    list[str] | None,
+    typer.Option("-D", "--define", help="Jinja variable NAME=VALUE (VALUE read as YAML)."),
+]
+SpecFile = Annotated[Path, typer.Argument(help="YAML file", show_default=False)]
+
+
+@app.callback()
+def _main(
+    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks on errors.")] = False,
+) -> None:
+    _state["debug"] = debug
+
+
+def _variables(defines: list[str] | None) -> dict[str, Any]:
+    from .spec.loader import parse_define
+
+    return dict(parse_define(d) for d in defines or [])
+
+
+def _load(files: list[Path], defines: list[str] | None):
+    from .spec.spec import load_spec
+
+    return load_spec(*[str(f) for f in files], variables=_variables(defines))
+
+
+@app.command()
+def check(
+    arch: SpecFile,
+    workload: SpecFile,
+    mapping: Annotated[Path | None, typer.Argument(help="LoopTree mapping (optional)")] = None,
+    define: Defines = None,
+) -> None:
+    """Validate a spec and print a summary: Einsums, tensors, arch tree, LoopTree."""
+    from .report.tables import check_summary, print_group
+    from .spec.arch_eval import ArchEvaluator
+    from .spec.resolve import resolve_workload
+
+    spec = _load([arch, workload] + ([mapping] if mapping else []), define)
+    spec.require("arch", "workload")
+    wl = resolve_workload(spec)
+    evaluator = ArchEvaluator(spec, wl)
+    for e in wl.einsums:  # evaluate every expression of the arch for every Einsum
+        evaluator.components(e.name)
+    if spec.mapping is not None:
+        from .model.chains import branch_chains, build_chain
+
+        for name, nodes in branch_chains(spec.mapping).items():
+            info = wl.einsum(name) if name in {e.name for e in wl.einsums} else None
+            if info is None:
+                raise FusemapError(f"the mapping computes unknown Einsum '{name}'")
+            build_chain(nodes, info, wl, evaluator.flat(name, nodes[-1].component))  # type: ignore[attr-defined]
+    print_group(check_summary(spec, wl))
+    typer.echo("OK: the spec is valid.")
+
+
+@app.command()
+def render(
+    arch: SpecFile,
+    workload: SpecFile,
+    mapping: SpecFile,
+    out: Annotated[Path, typer.Option("-o", "--out", help="Output .svg/.png/.pdf/.dot/.txt")],
+    define: Defines = None,
+) -> None:
+    """Draw the LoopTree of a mapping (graphviz; text when `dot` is missing)."""
+    from .report.render import render as draw
+    from .report.render import text_tree
+
+    spec = _load([arch, workload, mapping], define)
+    spec.require("mapping")
+    path, drawn = draw(spec.mapping, out)  # type: ignore[arg-type]
+    if not drawn:
+        typer.echo(text_tree(spec.mapping))  # type: ignore[arg-type]
+        typer.echo(f"graphviz 'dot' not found: wrote the DOT source to {path}", err=True)
+    else:
+        typer.echo(f"wrote {path}")
+
+
+@app.command()
+def evaluate(
+    arch: SpecFile,
+    workload: SpecFile,
+    mapping: SpecFile,
+    define: Defines = None,
+    json_out: Annotated[
+        Path | None, typer.Option("--json", help="Write the result as JSON.")
+    ] = None,
+    plot: Annotated[
+        Path | None, typer.Option("--plot", help="Energy breakdown plot (.png).")
+    ] = None,
+    quiet: Annotated[bool, typer.Option("-q", "--quiet", help="No table.")] = False,
+) -> None:
+    """Evaluate a mapping: energy, latency, buffer usage and area."""
+    from .model.evaluate import evaluate_mapping
+    from .report.io import write_atomic
+    from .report.tables import print_group, result_tables
+
+    spec = _load([arch, workload, mapping], define)
+    spec.require("arch", "workload", "mapping")
+    result = evaluate_mapping(spec)
+    if not quiet:
+        print_group(result_tables(result))
+    if json_out:
+        write_atomic(json_out, result.dumps() + "\n")
+    if plot:
+        from .report.plots import energy_breakdown
+
+        energy_breakdown(result, plot)
+
+
+@app.command()
+def demo(
+    out: Annotated[Path, typer.Option("-o", "--out", help="Folder for the drawings.")] = Path(
+        "out"
+    ),
+) -> None:
+    """Run the built-in example: evaluate a fused 3-matmul mapping, print and draw it."""
+    from .examples import example_path
+    from .model.evaluate import evaluate_mapping
+    from .report.plots import energy_breakdown
+    from .report.render import render as draw
+    from .report.render import text_tree
+    from .report.tables import print_group, result_tables
+    from .spec.spec import load_spec
+
+    files = [example_path(n) for n in ("arch.yaml", "three_matmuls.yaml", "fused_mapping.yaml")]
+    spec = load_spec(*files)
+    typer.echo("LoopTree of the built-in fused mapping:\n" + text_tree(spec.mapping))  # type: ignore[arg-type]
+    result = evaluate_mapping(spec)
+    print_group(result_tables(result))
+    plot = energy_breakdown(result, out / "demo_energy.png")
+    tree, drawn = draw(spec.mapping, out / "demo_looptree.svg")  # type: ignore[arg-type]
+    typer.echo(f"wrote {plot} and {tree}")
+
+
+def main() -> None:
+    """Entry point: run the app, turning user errors into one line and exit status 2."""
+    try:
+        app(standalone_mode=False)
+    except FusemapError as err:
+        if _state["debug"]:
+            raise
+        typer.echo(f"error: {err}", err=True)
+        sys.exit(2)
+    except (typer.Exit, SystemExit) as ex:
+        sys.exit(getattr(ex, "exit_code", getattr(ex, "code", 0)))
+    except Exception as err:  # click usage errors and the like
+        import click
+
+        if isinstance(err, click.exceptions.ClickException):
+            err.show()
+            sys.exit(2)
+        if isinstance(err, click.exceptions.Abort):
+            sys.exit(130)
+        raise
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,141 @@
+"""Buffer capacity: reservations, their lifetimes in the LoopTree, and usage per memory.
+
+Each (tensor, memory) holder reserves the tile at its reservation point. A backing
+holder reserves right under its storage node; a non-backing one is lowered past the
+loops that follow while they are relevant to the tensor (it stops above an irrelevant
+loop, below a partially relevant one, and at the next storage node, the compute leaf or
+a spatial loop of another component).
+
+Lifetimes follow the tree: a reservation above a split is live for the branches, in
+order, from the first to the last that use it; if a loop lies between it and the split,
+the loop repeats all those branches, so it is live for every branch below. Usage of a
+memory is the largest sum of live reservations over the branches.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..spec import mapping as M
+from ..spec.errors import InvalidMappingError
+from .chains import Chain, ComputeStep, HolderStep, LoopStep
+from .reuse import TileCounter, tile_values
+
+
+@dataclass(frozen=True)
+class ReservationInfo:
+    """Space held in one memory for one tensor tile."""
+
+    tensor: str
+    memory: str
+    bits: float
+    einsum: str
+    depth: int  # loops above the reservation point
+    key: tuple[int, str, int]  # (storage node, tensor, mapping node it sits under)
+    persistent: bool
+
+
+def reservations(chain: Chain) -> list[ReservationInfo]:
+    """The reservations of one chain (one Einsum)."""
+    counter = TileCounter(chain, chain.steps, frozenset())
+    steps = chain.steps
+    out: list[ReservationInfo] = []
+    for tensor in chain.einsum.tensors:
+        holders = [(i, s) for i, s in chain.holders(tensor) if not s.toll]
+        for k, (i, s) in enumerate(holders):
+            r = i + 1
+            if k > 0:
+                r = _lowered(chain, steps, i, s)
+            sizes = {v: d[0][0] for v, d in counter.dists[r].items()}
+            values = tile_values(chain, tensor, sizes)
+            comp = chain.arch.component(s.component)
+            bits = values * comp.value_bits(tensor, chain.workload_bits[tensor])
+            depth = sum(isinstance(x, LoopStep) for x in steps[:r])
+            key = (s.node_id, tensor, chain.node_ids[r - 1])
+            persistent = s.persistent or tensor in chain.einsum.persistent and k == 0
+            out.append(
+                ReservationInfo(
+                    tensor, s.component, bits, chain.einsum.name, depth, key, persistent
+                )
+            )
+    return out
+
+
+def _lowered(chain: Chain, steps: list, i: int, holder: HolderStep) -> int:
+    """Position (index of the first step below) of a non-backing holder's reservation."""
+    r = i + 1
+    while r < len(steps):
+        s = steps[r]
+        if isinstance(s, (HolderStep, ComputeStep)):
+            break
+        assert isinstance(s, LoopStep)
+        if s.spatial and s.component != holder.component:
+            break
+        kind = chain.einsum.relevance(holder.tensor, s.rank_variable)
+        if kind == "irrelevant":
+            break
+        r += 1
+        if kind == "partial":
+            break
+    return r
+
+
+def memory_usage(
+    chains: list[Chain], branches: list[list[M.MappingNode]]
+) -> tuple[dict[str, float], list[ReservationInfo]]:
+    """Peak bits per memory over the branches, and all reservations."""
+    all_res: list[tuple[int, ReservationInfo]] = []
+    for b, chain in enumerate(chains):
+        all_res += [(b, r) for r in reservations(chain)]
+    users: dict[tuple, list[int]] = {}
+    size: dict[tuple, ReservationInfo] = {}
+    for b, r in all_res:
+        users.setdefault(r.key, []).append(b)
+        if r.key not in size or r.bits > size[r.key].bits:
+            size[r.key] = r
+    live: dict[int, list[ReservationInfo]] = {b: [] for b in range(len(chains))}
+    for key, bs in users.items():
+        res = size[key]
+        for b in _lifetime(key[2], bs, branches, res.persistent):
+            live[b].append(res)
+    usage: dict[str, float] = {}
+    for b in live:
+        per: dict[str, float] = {}
+        for r in live[b]:
+            per[r.memory] = per.get(r.memory, 0.0) + r.bits
+        for m, bits in per.items():
+            usage[m] = max(usage.get(m, 0.0), bits)
+    return usage, [r for _, r in all_res]
+
+
+def _lifetime(
+    anchor: int, users: list[int], branches: list[list[M.MappingNode]], persistent: bool
+) -> list[int]:
+    """Branches during which a reservation sitting under mapping node ``anchor`` is live."""
+    if persistent:
+        return list(range(len(branches)))
+    first = branches[users[0]]
+    q = next(i for i, n in enumerate(first) if id(n) == anchor)
+    sharing = [b for b, nodes in enumerate(branches) if len(nodes) > q and id(nodes[q]) == anchor]
+    if len(sharing) == 1:
+        return sharing
+    common = min(len(branches[b]) for b in sharing)
+    for j in range(q + 1, common):
+        if len({id(branches[b][j]) for b in sharing}) > 1:
+            common = j
+            break
+    repeated = any(isinstance(n, (M.Temporal, M.Spatial)) for n in first[q + 1 : common])
+    if repeated:
+        return sharing
+    return [b for b in sharing if min(users) <= b <= max(users)]
+
+
+def check_capacity(usage: dict[str, float], sizes: dict[str, float]) -> None:
+    """Raise when a memory holds more than its size."""
+    for memory, bits in usage.items():
+        limit = sizes.get(memory, math.inf)
+        if bits > limit * (1 + 1e-9):
+            raise InvalidMappingError(
+                f"{memory} overflows: the mapping needs {bits:g} bits but its size is {limit:g}"
+            )

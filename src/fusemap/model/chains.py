@@ -1,0 +1,211 @@
+"""One validated root-to-Compute chain per Einsum, taken from a LoopTree mapping.
+
+A chain keeps the loops, the storage and toll nodes of the Einsum's own tensors (a
+multi-tensor storage node becomes one node per tensor, in order) and the compute leaf.
+Every name is checked against the workload and the flattened architecture here, so the
+counting code can trust what it gets.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..spec import mapping as M
+from ..spec.arch_eval import ComponentInfo, FlatArch
+from ..spec.errors import InvalidMappingError, SpecError
+from ..spec.resolve import EinsumInfo, WorkloadInfo
+
+
+@dataclass(frozen=True)
+class LoopStep:
+    """A temporal or spatial loop of the chain."""
+
+    rank_variable: str
+    tile_shape: int
+    spatial: bool
+    component: str | None = None  # spatial only: the arch node with the fanout
+    dimension: str | None = None  # spatial only: the fanout dimension name
+    level: int = -1  # spatial only: arch depth of the fanout component
+    node_id: int = 0  # identity of the mapping node (shared prefixes share it)
+
+
+@dataclass(frozen=True)
+class HolderStep:
+    """One tensor held in a memory (storage) or charged by a toll."""
+
+    tensor: str
+    component: str
+    level: int  # arch depth of the component
+    toll: bool
+    persistent: bool
+    node_id: int  # identity of the mapping node this came from
+
+
+@dataclass(frozen=True)
+class ComputeStep:
+    """The leaf."""
+
+    component: str
+    level: int
+
+
+Step = LoopStep | HolderStep | ComputeStep
+
+
+@dataclass
+class Chain:
+    """The validated chain of one Einsum with its evaluated architecture."""
+
+    einsum: EinsumInfo
+    arch: FlatArch
+    steps: list[Step]
+    node_ids: list[int] = field(default_factory=list)  # mapping-node identity per step
+    workload_bits: dict[str, float] = field(default_factory=dict)  # tensor -> bits per value
+
+    @property
+    def compute(self) -> ComputeStep:
+        """The compute leaf."""
+        step = self.steps[-1]
+        assert isinstance(step, ComputeStep)
+        return step
+
+    def holders(self, tensor: str) -> list[tuple[int, HolderStep]]:
+        """(position, holder) of ``tensor``, top to bottom."""
+        return [
+            (i, s)
+            for i, s in enumerate(self.steps)
+            if isinstance(s, HolderStep) and s.tensor == tensor
+        ]
+
+
+def branch_chains(mapping: M.Mapping) -> dict[str, list[M.MappingNode]]:
+    """Einsum name -> its root-to-Compute node list; each Einsum must appear once."""
+    out: dict[str, list[M.MappingNode]] = {}
+    for branch in mapping.branches():
+        leaf = branch[-1] if branch else None
+        if not isinstance(leaf, M.Compute):
+            raise InvalidMappingError(
+                "a branch of the mapping does not end in a !Compute node "
+                f"(it ends in {'nothing' if leaf is None else '!' + leaf.type})"  # type: ignore[attr-defined]
+            )
+        for node in branch[:-1]:
+            if isinstance(node, M.Compute):
+                raise InvalidMappingError(
+                    f"!Compute for Einsum {node.einsum} must be the last node of its branch"
+                )
+        if leaf.einsum in out:
+            raise InvalidMappingError(f"Einsum {leaf.einsum} has two !Compute nodes")
+        out[leaf.einsum] = branch
+    return out
+
+
+def build_chain(
+    nodes: list[M.MappingNode], einsum: EinsumInfo, workload: WorkloadInfo, arch: FlatArch
+) -> Chain:
+    """Validate the nodes of one branch and turn them into a :class:`Chain`."""
+    levels = {c.name: i for i, c in enumerate(arch.path)}
+    steps: list[Step] = []
+    ids: list[int] = []
+    for node in nodes:
+        if isinstance(node, (M.Storage, M.Toll)):
+            comp = _component(arch, levels, node.component, einsum)
+            want = "toll" if isinstance(node, M.Toll) else "memory"
+            if comp.kind != want:
+                raise SpecError(
+                    f"!{node.type} names {node.component}, which is a {comp.kind}, not a {want}"
+                )
+            for t in node.tensors:
+                if t not in workload.tensors:
+                    raise SpecError(
+                        f"unknown tensor '{t}' in !{node.type} at {node.component}"
+                        + _suggest(t, workload.tensors)
+                    )
+                if t in einsum.tensors:
+                    steps.append(
+                        HolderStep(
+                            t,
+                            node.component,
+                            levels[node.component],
+                            isinstance(node, M.Toll),
+                            node.persistent,
+                            id(node),
+                        )
+                    )
+                    ids.append(id(node))
+        elif isinstance(node, (M.Temporal, M.Spatial)):
+            var = node.rank_variable
+            if var not in einsum.bounds:
+                raise InvalidMappingError(
+                    f"loop over '{var}' above Einsum {einsum.name}, which has no such rank "
+                    f"variable (it has {', '.join(einsum.rank_variables)})"
+                )
+            if isinstance(node, M.Spatial):
+                comp = _component(arch, levels, node.component, einsum)
+                if not any(d.name == node.name for d in comp.spatial):
+                    raise SpecError(
+                        f"!Spatial names dimension '{node.name}' of {node.component}, which has "
+                        f"{'dimensions ' + ', '.join(d.name for d in comp.spatial) if comp.spatial else 'no spatial fanout'}"
+                    )
+                steps.append(
+                    LoopStep(
+                        var,
+                        node.tile_shape,
+                        True,
+                        node.component,
+                        node.name,
+                        levels[node.component],
+                        id(node),
+                    )
+                )
+            else:
+                steps.append(LoopStep(var, node.tile_shape, False, node_id=id(node)))
+            ids.append(id(node))
+        elif isinstance(node, M.Compute):
+            comp = _component(arch, levels, node.component, einsum)
+            if comp.kind != "compute":
+                raise SpecError(f"!Compute names {node.component}, which is not a !Compute unit")
+            steps.append(ComputeStep(node.component, levels[node.component]))
+            ids.append(id(node))
+        # Reservations and text boxes do not affect counting.
+    bits = {t: workload.tensors[t].bits_per_value for t in einsum.tensors}
+    chain = Chain(einsum, arch, steps, ids, bits)
+    _check_tiles(chain)
+    return chain
+
+
+def _component(
+    arch: FlatArch, levels: dict[str, int], name: str, einsum: EinsumInfo
+) -> ComponentInfo:
+    if name not in levels:
+        raise SpecError(
+            f"component '{name}' is not on the architecture path to {arch.compute} "
+            f"(used by Einsum {einsum.name}); the path is {' -> '.join(levels)}"
+        )
+    return arch.path[levels[name]]
+
+
+def _suggest(name: str, names) -> str:
+    import difflib
+
+    close = difflib.get_close_matches(name, list(names), n=1)
+    return f" (did you mean '{close[0]}'?)" if close else ""
+
+
+def _check_tiles(chain: Chain) -> None:
+    """Tile shapes shrink top to bottom; the compute leaf is one operation."""
+    shape = dict(chain.einsum.bounds)
+    for step in chain.steps:
+        if isinstance(step, LoopStep):
+            if step.tile_shape > shape[step.rank_variable]:
+                raise InvalidMappingError(
+                    f"Einsum {chain.einsum.name}: loop over '{step.rank_variable}' has tile_shape "
+                    f"{step.tile_shape}, larger than the {shape[step.rank_variable]} it splits"
+                )
+            shape[step.rank_variable] = step.tile_shape
+    left = {v: s for v, s in shape.items() if s > 1}
+    if left:
+        raise InvalidMappingError(
+            f"Einsum {chain.einsum.name}: the compute leaf must be one operation, but "
+            + ", ".join(f"'{v}' still spans {s}" for v, s in left.items())
+            + " (add loops with tile_shape: 1)"
+        )

@@ -1,0 +1,186 @@
+"""From values moved to actions, energy, latency and leak for one Einsum (§2, Costs)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..spec.arch_eval import ComponentInfo, FlatArch
+from ..spec.errors import ExpressionError, FusemapError, InvalidMappingError
+from ..spec.expressions import ExprObject, evaluate
+from .chains import Chain
+from .result import ActionResult, ComponentUse, EinsumResult
+from .reuse import count_tensor, fanout_usage, operations
+
+
+@dataclass
+class _ActionView(ExprObject):
+    """An action as seen by a ``total_latency`` expression."""
+
+    name: str
+    n_calls: float
+    throughput: float
+    energy: float | None
+
+    def expr_getattr(self, name: str) -> object:
+        if name in ("name", "n_calls", "throughput", "energy"):
+            return getattr(self, name)
+        raise ExpressionError(f"an action has no field '{name}' (use n_calls, throughput, energy)")
+
+
+def _one_modes(chain: Chain) -> dict[int, frozenset[int]]:
+    """Per arch level: spatial loops whose fanout replicates that level (per-instance view)."""
+    loops = [s for s in chain.steps if getattr(s, "spatial", False)]
+    return {
+        k: frozenset(s.node_id for s in loops if s.level <= k) for k in range(len(chain.arch.path))
+    }
+
+
+def einsum_costs(chain: Chain, scale: float) -> EinsumResult:
+    """Actions, energy, latency (and leak) of every component for one Einsum."""
+    arch = chain.arch
+    info = chain.einsum
+    may_reuse = {(c.name, d.name): d.may_reuse for c in arch for d in c.spatial}
+    skip = {c.name: c.skip_initial_output_write for c in arch}
+    used = fanout_usage(chain)
+    _check_fanout(arch, used, info.name)
+    modes = _one_modes(chain)
+    result = EinsumResult(info.name, compute_unit=chain.compute.component)
+    result.fanout_usage = {f"{c}.{d}": float(n) for (c, d), n in used.items()}
+    totals = {t: _traffic(chain, t, may_reuse, frozenset(), skip) for t in info.tensors}
+    per_unit_cache: dict[frozenset[int], dict] = {frozenset(): totals}
+    latencies: dict[str, float] = {}
+    for level, comp in enumerate(arch.path):
+        if comp.kind == "container":
+            continue
+        mode = modes[level]
+        if mode not in per_unit_cache:
+            per_unit_cache[mode] = {
+                t: _traffic(chain, t, may_reuse, mode, skip) for t in info.tensors
+            }
+        per_unit = per_unit_cache[mode]
+        use = ComponentUse(comp.name, comp.kind)
+        n_calls: dict[str, float] = {a: 0.0 for a in comp.actions}
+        if comp.kind == "compute":
+            ops = operations(chain)
+            result.operations = ops * scale
+            if comp.name == chain.compute.component:
+                _charge(use, comp, "compute", None, ops * comp.actions_scale * scale)
+                n_calls["compute"] = operations(chain, mode)
+        else:
+            for t in info.tensors:
+                bits = chain.workload_bits[t]
+                for action, book, unit in (
+                    ("read", totals[t].reads, per_unit[t].reads),
+                    ("write", totals[t].writes, per_unit[t].writes),
+                ):
+                    if comp.name not in book or action not in comp.actions:
+                        continue
+                    vpa = comp.values_per_action(action, t, bits)
+                    count = book[comp.name] / vpa * comp.actions_scale * scale
+                    _charge(use, comp, action, t, count)
+                    n_calls[action] += unit.get(comp.name, 0.0) / vpa
+        use.latency = _latency(comp, n_calls) * scale
+        latencies[comp.name] = use.latency
+        result.components[comp.name] = use
+    result.latency = max(latencies.values(), default=0.0)
+    if info.is_copy:  # a copy's traffic is reported under its source tensor
+        _merge_onto_source(result, info.outputs[0], info.inputs[0])
+    for level, comp in enumerate(arch.path):
+        use = result.components.get(comp.name)
+        if use is None:
+            continue
+        leak = total_leak_power(arch, level) * _gated_fraction(arch, level, used)
+        use.leak_energy = leak * result.latency
+        use.energy += use.leak_energy
+    result.energy = sum(u.energy for u in result.components.values())
+    return result
+
+
+def _merge_onto_source(result: EinsumResult, output: str, source: str) -> None:
+    for use in result.components.values():
+        moved = use.tensors.pop(output, None)
+        if moved is None:
+            continue
+        book = use.tensors.setdefault(source, {})
+        for action, r in moved.items():
+            book.setdefault(action, ActionResult()).add(r.count, r.energy)
+
+
+def _traffic(chain, tensor, may_reuse, mode, skip):
+    directions = {
+        c.name: c.direction.get(tensor, "up_and_down") for c in chain.arch if c.kind == "toll"
+    }
+    return count_tensor(chain, tensor, may_reuse, mode, skip, directions)
+
+
+def _charge(
+    use: ComponentUse, comp: ComponentInfo, action: str, tensor: str | None, count: float
+) -> None:
+    energy = count * comp.actions[action].energy_per_action(comp.name) if count else 0.0
+    use.actions.setdefault(action, ActionResult()).add(count, energy)
+    if tensor is not None:
+        use.tensors.setdefault(tensor, {}).setdefault(action, ActionResult()).add(count, energy)
+    use.energy += energy
+
+
+def _latency(comp: ComponentInfo, n_calls: dict[str, float]) -> float:
+    """The component's ``total_latency`` (default: sum of n_calls / throughput)."""
+    views = [
+        _ActionView(a.name, n_calls.get(a.name, 0.0), a.throughput, a.energy)
+        for a in comp.actions.values()
+    ]
+    if comp.node.total_latency is None:
+        value = sum(_ratio(v.n_calls, v.throughput) for v in views)
+    else:
+        scope = comp.latency_scope.child({"actions": views})  # type: ignore[union-attr]
+        try:
+            value = evaluate(comp.node.total_latency, scope)
+        except FusemapError as err:
+            raise err.located(comp.location or err.location) from None
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ExpressionError(
+                f"{comp.name}.total_latency: expected a number, got {value!r}", comp.location
+            )
+    return value * comp.actions_scale
+
+
+def _ratio(n: float, throughput: float) -> float:
+    if n == 0:
+        return 0.0
+    return n / throughput
+
+
+def _fanouts(arch: FlatArch, level: int) -> float:
+    """Instances of the component at ``level``: all fanouts above it and its own."""
+    return math.prod(d.fanout for c in arch.path[: level + 1] for d in c.spatial)
+
+
+def total_leak_power(arch: FlatArch, level: int) -> float:
+    """Leak power of all instances of the component at ``level``."""
+    return arch.path[level].leak_power * _fanouts(arch, level)
+
+
+def total_area(arch: FlatArch, level: int) -> float:
+    """Area of all instances of the component at ``level``."""
+    return arch.path[level].area * _fanouts(arch, level)
+
+
+def _gated_fraction(arch: FlatArch, level: int, used: dict[tuple[str, str], int]) -> float:
+    """Fraction of instances drawing leak: used/fanout for each power-gateable dimension."""
+    frac = 1.0
+    for c in arch.path[: level + 1]:
+        for d in c.spatial:
+            if d.power_gateable:
+                frac *= used.get((c.name, d.name), 1) / d.fanout
+    return frac
+
+
+def _check_fanout(arch: FlatArch, used: dict[tuple[str, str], int], einsum: str) -> None:
+    for (comp, dim), n in used.items():
+        d = next(x for x in arch.component(comp).spatial if x.name == dim)
+        if n > d.fanout:
+            raise InvalidMappingError(
+                f"Einsum {einsum}: spatial fanout {comp}.{dim} exceeded: the mapping uses {n} "
+                f"instances but the fanout is {d.fanout}"
+            )

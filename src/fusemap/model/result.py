@@ -1,0 +1,183 @@
+"""Typed results of evaluating a mapping, with the JSON shape of the reference cases."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class ActionResult:
+    """How many times an action happened and the energy it cost."""
+
+    count: float = 0.0
+    energy: float = 0.0
+
+    def add(self, count: float, energy: float) -> None:
+        self.count += count
+        self.energy += energy
+
+    def to_json(self) -> dict[str, float]:
+        return {"count": self.count, "energy": self.energy}
+
+
+@dataclass
+class ComponentUse:
+    """One component's activity during one Einsum."""
+
+    name: str
+    kind: str
+    energy: float = 0.0
+    latency: float = 0.0
+    leak_energy: float = 0.0
+    actions: dict[str, ActionResult] = field(default_factory=dict)
+    tensors: dict[str, dict[str, ActionResult]] = field(default_factory=dict)
+
+    @property
+    def dynamic_energy(self) -> float:
+        """Energy of the actions (without leak)."""
+        return self.energy - self.leak_energy
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "energy": self.energy,
+            "latency": self.latency,
+            "leak_energy": self.leak_energy,
+            "actions": {a: r.to_json() for a, r in self.actions.items()},
+        }
+        if self.kind != "compute":
+            out["tensors"] = {
+                t: {a: r.to_json() for a, r in acts.items()} for t, acts in self.tensors.items()
+            }
+        return out
+
+
+@dataclass
+class EinsumResult:
+    """Energy and latency of one Einsum, per component."""
+
+    name: str
+    energy: float = 0.0
+    latency: float = 0.0
+    components: dict[str, ComponentUse] = field(default_factory=dict)
+    compute_unit: str = ""
+    operations: float = 0.0
+    fanout_usage: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def bound_by(self) -> str:
+        """The component with the longest latency (what limits this Einsum)."""
+        if not self.components:
+            return ""
+        return max(self.components.values(), key=lambda c: c.latency).name
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "energy": self.energy,
+            "latency": self.latency,
+            "bound_by": self.bound_by,
+            "compute_unit": self.compute_unit,
+            "operations": self.operations,
+            "components": {c: u.to_json() for c, u in self.components.items()},
+        }
+
+
+@dataclass
+class ComponentTotals:
+    """A component over the whole workload."""
+
+    name: str
+    kind: str
+    energy: float = 0.0
+    latency: float = 0.0
+    area: float = 0.0
+    leak_power: float = 0.0
+    usage: float | None = None  # fraction of size (memories only; 0 for unbounded)
+    usage_bits: float | None = None
+    size: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "energy": self.energy,
+            "latency": self.latency,
+            "area": self.area,
+            "leak_power": self.leak_power,
+        }
+        if self.usage is not None:
+            out["usage"] = self.usage
+            out["usage_bits"] = self.usage_bits
+        return out
+
+
+@dataclass
+class Result:
+    """Everything the model computed for one mapping."""
+
+    energy: float
+    latency: float
+    einsums: dict[str, EinsumResult]
+    components: dict[str, ComponentTotals]
+    area: float = 0.0
+
+    def einsum(self, name: str) -> EinsumResult:
+        """Result of one Einsum."""
+        return self.einsums[name]
+
+    def component(self, name: str) -> ComponentTotals:
+        """Totals of one component."""
+        return self.components[name]
+
+    def energy_of(
+        self,
+        component: str | None = None,
+        einsum: str | None = None,
+        tensor: str | None = None,
+        action: str | None = None,
+    ) -> float:
+        """Energy filtered by any of component, Einsum, tensor and action."""
+        total = 0.0
+        for e in self.einsums.values():
+            if einsum is not None and e.name != einsum:
+                continue
+            for c in e.components.values():
+                if component is not None and c.name != component:
+                    continue
+                if tensor is None and action is None:
+                    total += c.energy
+                elif tensor is None:
+                    total += c.actions.get(action, ActionResult()).energy  # type: ignore[arg-type]
+                else:
+                    for a, r in c.tensors.get(tensor, {}).items():
+                        if action is None or a == action:
+                            total += r.energy
+        return total
+
+    def count(
+        self, component: str, action: str, einsum: str | None = None, tensor: str | None = None
+    ) -> float:
+        """Number of ``action`` at ``component`` (optionally for one Einsum / tensor)."""
+        total = 0.0
+        for e in self.einsums.values():
+            if einsum is not None and e.name != einsum:
+                continue
+            c = e.components.get(component)
+            if c is None:
+                continue
+            book = c.actions if tensor is None else c.tensors.get(tensor, {})
+            total += book.get(action, ActionResult()).count
+        return total
+
+    def to_json(self) -> dict[str, Any]:
+        """The nested shape of ``reference/model/*/expected.json`` (plus a few extras)."""
+        return {
+            "energy": self.energy,
+            "latency": self.latency,
+            "area": self.area,
+            "einsums": {n: e.to_json() for n, e in self.einsums.items()},
+            "components": {n: c.to_json() for n, c in self.components.items()},
+        }
+
+    def dumps(self) -> str:
+        """JSON text."""
+        return json.dumps(self.to_json(), indent=1)

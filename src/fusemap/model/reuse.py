@@ -1,0 +1,263 @@
+"""Per-tensor access counting along one chain (the counting rules of §2).
+
+Exact tiling. Each rank variable carries a *tile distribution*: how many tiles of each
+size the loops above a point have cut its range into. A loop with step ``s`` turns a
+tile of size ``T`` into ``T // s`` tiles of size ``s`` plus one of ``T % s``. Counts are
+sums over these tiles, so a tile shape that does not divide its rank (imperfect
+factorization) is counted exactly, the same way for every tensor, relevant or not.
+
+Spatial loops count like temporal ones for totals. For per-instance counts (latency)
+and for multicast / spatial reduction, a spatial loop keeps one tile per parent tile
+(``one`` mode): its instances work in parallel, or share one transfer.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from .chains import Chain, ComputeStep, HolderStep, LoopStep
+
+Dist = tuple[tuple[int, int], ...]
+"""((tile size, number of tiles), ...) for one rank variable."""
+
+
+def split(dist: Dist, step: int, one: bool) -> Dist:
+    """The distribution below a loop with ``step`` (``one``: keep one tile per parent)."""
+    out: dict[int, int] = {}
+    for size, count in dist:
+        if one:
+            s = min(step, size)
+            out[s] = out.get(s, 0) + count
+            continue
+        q, r = divmod(size, step)
+        if q:
+            out[step] = out.get(step, 0) + count * q
+        if r:
+            out[r] = out.get(r, 0) + count
+    return tuple(sorted(out.items(), reverse=True))
+
+
+def n_tiles(dist: Dist) -> int:
+    """Number of tiles."""
+    return sum(c for _, c in dist)
+
+
+@dataclass
+class TensorTraffic:
+    """Values moved for one tensor, per component (``reads``/``writes`` at that component)."""
+
+    tensor: str
+    reads: dict[str, float] = field(default_factory=dict)
+    writes: dict[str, float] = field(default_factory=dict)
+    skipped_reads: dict[str, float] = field(default_factory=dict)
+
+    def add(self, kind: str, component: str, value: float) -> None:
+        book = self.reads if kind == "read" else self.writes
+        book[component] = book.get(component, 0.0) + value
+
+
+def linearize(chain: Chain, tensor: str) -> list[LoopStep | HolderStep | ComputeStep]:
+    """The chain seen by one tensor: its holders, all loops, spatial loops moved down.
+
+    A spatial loop moves to just above the first holder of the tensor (or the compute
+    leaf) at or below its fanout's level in the architecture.
+    """
+    base = [s for s in chain.steps if not (isinstance(s, HolderStep) and s.tensor != tensor)]
+    out: list = []
+    waiting: list[LoopStep] = []
+    for s in base:
+        if isinstance(s, LoopStep) and s.spatial:
+            waiting.append(s)
+            continue
+        if isinstance(s, (HolderStep, ComputeStep)):
+            ready = [w for w in waiting if s.level >= w.level]
+            waiting = [w for w in waiting if s.level < w.level]
+            out.extend(ready)
+        out.append(s)
+    return out
+
+
+class TileCounter:
+    """Tile distributions along a linearized chain, for a chosen set of ``one``-mode loops."""
+
+    def __init__(self, chain: Chain, steps: list, one_mode: frozenset[int]):
+        self.bounds = chain.einsum.bounds
+        self.dists: list[dict[str, Dist]] = []
+        current = {v: ((b, 1),) for v, b in self.bounds.items()}
+        for s in steps:
+            self.dists.append(current)
+            if isinstance(s, LoopStep):
+                current = dict(current)
+                current[s.rank_variable] = split(
+                    current[s.rank_variable], s.tile_shape, s.spatial and s.node_id in one_mode
+                )
+        self.dists.append(current)
+
+
+def tile_values(chain: Chain, tensor: str, sizes: dict[str, int]) -> float:
+    """Dense box occupancy of ``tensor`` when each rank variable spans ``sizes[v]``."""
+    proj = chain.einsum.projections[tensor]
+    return math.prod(expr.extent(sizes) for expr in proj.values())
+
+
+def tensor_variables(chain: Chain, tensor: str) -> list[str]:
+    """Rank variables that index ``tensor`` (relevant or partially relevant)."""
+    out: list[str] = []
+    for expr in chain.einsum.projections[tensor].values():
+        out += [v for v in expr.variables if v not in out]
+    return out
+
+
+def fill_count(chain: Chain, tensor: str, dists: dict[str, Dist]) -> float:
+    """Values delivered into all tiles at a point: sum over tiles of the tile's size."""
+    used = tensor_variables(chain, tensor)
+    total = 0.0
+    for combo in itertools.product(*(dists[v] for v in used)):
+        sizes = {v: size for v, (size, _) in zip(used, combo, strict=True)}
+        total += math.prod(c for _, c in combo) * tile_values(chain, tensor, sizes)
+    for v, d in dists.items():
+        if v not in used:
+            total *= n_tiles(d)
+    return total
+
+
+def first_visit_count(chain: Chain, tensor: str, dists: dict[str, Dist]) -> float:
+    """Values of the distinct output tiles at a point (only relevant loops multiply)."""
+    info = chain.einsum
+    relevant = [
+        v for v in tensor_variables(chain, tensor) if info.relevance(tensor, v) == "relevant"
+    ]
+    others = [v for v in tensor_variables(chain, tensor) if v not in relevant]
+    base = {v: dists[v][0][0] for v in others}
+    total = 0.0
+    for combo in itertools.product(*(dists[v] for v in relevant)):
+        sizes = dict(base)
+        sizes.update({v: size for v, (size, _) in zip(relevant, combo, strict=True)})
+        total += math.prod(c for _, c in combo) * tile_values(chain, tensor, sizes)
+    return total
+
+
+def count_tensor(
+    chain: Chain,
+    tensor: str,
+    may_reuse: dict[tuple[str, str], frozenset[str]],
+    one_mode: frozenset[int] = frozenset(),
+    skip_output: dict[str, bool] | None = None,
+    directions: dict[str, str] | None = None,
+) -> TensorTraffic:
+    """Reads and writes of ``tensor`` at every component of the chain, in values.
+
+    ``one_mode``: spatial loops counted per instance. ``may_reuse``: (component, dim) ->
+    tensors that may be multicast / reduced. ``skip_output``: component ->
+    skip_initial_output_write. ``directions``: toll component -> direction for the tensor.
+    """
+    info = chain.einsum
+    steps = linearize(chain, tensor)
+    is_output = tensor in info.outputs
+    copy_output = info.is_copy and is_output
+    skip_output = skip_output or {}
+    directions = directions or {}
+    holders = [
+        (i, s)
+        for i, s in enumerate(steps)
+        if isinstance(s, (HolderStep, ComputeStep)) and not (isinstance(s, HolderStep) and s.toll)
+    ]
+    counter = TileCounter(chain, steps, one_mode)
+    # Parent-directed traffic of each holder (fills, write-backs, skipped first reads).
+    fills, backs, skips = [], [], []
+    for k, (i, s) in enumerate(holders):
+        backing = k == 0 and isinstance(s, HolderStep)
+        multicast = _multicast_loops(steps, i, holders, k, tensor, info, may_reuse)
+        if multicast:
+            dists = TileCounter(chain, steps, one_mode | multicast).dists[i]
+        else:
+            dists = counter.dists[i]
+        amount = fill_count(chain, tensor, dists)
+        if isinstance(s, ComputeStep):
+            fills.append(0.0 if copy_output else amount)
+            backs.append(amount if is_output else 0.0)
+            skip = is_output and not copy_output and skip_output.get(s.component, True)
+            skips.append(first_visit_count(chain, tensor, counter.dists[i]) if skip else 0.0)
+            continue
+        if backing:
+            fills.append(0.0)
+            backs.append(0.0)
+            skips.append(0.0)
+            continue
+        fills.append(amount)
+        backs.append(amount if is_output else 0.0)
+        skip = is_output and skip_output.get(s.component, True)
+        skips.append(first_visit_count(chain, tensor, counter.dists[i]) if skip else 0.0)
+    traffic = TensorTraffic(tensor)
+    for k, (i, s) in enumerate(holders):
+        if isinstance(s, ComputeStep):
+            break
+        child = k + 1
+        traffic.add("write", s.component, fills[k] - skips[k] + backs[child])
+        traffic.add("read", s.component, backs[k] + fills[child] - skips[child])
+        traffic.skipped_reads[s.component] = skips[child]
+        # Tolls between this holder and its child charge what crosses them.
+        for j in range(i + 1, holders[child][0]):
+            toll = steps[j]
+            if isinstance(toll, HolderStep) and toll.toll:
+                d = directions.get(toll.component, "up_and_down")
+                crossing = 0.0
+                if d in ("down", "up_and_down"):
+                    crossing += fills[child] - skips[child]
+                if d in ("up", "up_and_down"):
+                    crossing += backs[child]
+                traffic.add("read", toll.component, crossing)
+    return traffic
+
+
+def _multicast_loops(
+    steps: list,
+    i: int,
+    holders: list,
+    k: int,
+    tensor: str,
+    info,
+    may_reuse: dict[tuple[str, str], frozenset[str]],
+) -> frozenset[int]:
+    """Spatial loops whose instances share this holder's parent traffic (multicast/reduce).
+
+    A spatial loop qualifies when it is irrelevant to the tensor, the tensor is in its
+    dimension's ``may_reuse``, and this holder is the first holder below the loop.
+    """
+    above = holders[k - 1][0] if k > 0 else -1
+    out = set()
+    for j in range(above + 1, i):
+        s = steps[j]
+        if (
+            isinstance(s, LoopStep)
+            and s.spatial
+            and info.relevance(tensor, s.rank_variable) == "irrelevant"
+            and tensor in may_reuse.get((s.component, s.dimension), frozenset())
+        ):
+            out.add(s.node_id)
+    return frozenset(out)
+
+
+def operations(chain: Chain, one_mode: Iterable[int] = ()) -> float:
+    """Compute operations (per instance when spatial loops are in ``one_mode``)."""
+    if chain.einsum.is_copy:
+        return 0.0
+    counter = TileCounter(chain, chain.steps, frozenset(one_mode))
+    return math.prod(n_tiles(d) for d in counter.dists[-1].values())
+
+
+def fanout_usage(chain: Chain) -> dict[tuple[str, str], int]:
+    """Instances used per (component, dimension): product of its spatial loops' trip counts."""
+    counter = TileCounter(chain, chain.steps, frozenset())
+    used: dict[tuple[str, str], int] = {}
+    for i, s in enumerate(chain.steps):
+        if isinstance(s, LoopStep) and s.spatial:
+            trips = max(
+                math.ceil(size / s.tile_shape) for size, _ in counter.dists[i][s.rank_variable]
+            )
+            key = (s.component or "", s.dimension or "")
+            used[key] = used.get(key, 1) * trips
+    return used

@@ -1,0 +1,146 @@
+"""Readable summaries for the terminal (rich tables)."""
+
+from __future__ import annotations
+
+from rich.console import Console, Group
+from rich.table import Table
+from rich.tree import Tree
+
+from ..model.result import Result
+from ..spec import arch as A
+from ..spec.resolve import WorkloadInfo
+from ..spec.spec import Spec
+from .render import text_tree
+
+
+def fmt(x: float | None, unit: str = "") -> str:
+    """Engineering notation: 1.23e-06 J -> 1.23 µJ."""
+    if x is None:
+        return "-"
+    if x == 0:
+        return f"0 {unit}".strip()
+    if x == float("inf"):
+        return "inf"
+    prefixes = [
+        (1e12, "T"),
+        (1e9, "G"),
+        (1e6, "M"),
+        (1e3, "k"),
+        (1, ""),
+        (1e-3, "m"),
+        (1e-6, "µ"),
+        (1e-9, "n"),
+        (1e-12, "p"),
+        (1e-15, "f"),
+    ]
+    for scale, p in prefixes:
+        if abs(x) >= scale:
+            return f"{x / scale:.4g} {p}{unit}".strip()
+    return f"{x:.3g} {unit}".strip()
+
+
+def workload_table(wl: WorkloadInfo) -> Table:
+    """Einsums with their tensors, rank variables and bounds."""
+    t = Table(title="Workload", title_justify="left")
+    for col in ("Einsum", "inputs", "outputs", "rank variables (bounds)", "operations"):
+        t.add_column(col)
+    for e in wl.einsums:
+        name = e.name + (" (copy)" if e.is_copy else "")
+        t.add_row(
+            name,
+            ", ".join(e.inputs),
+            ", ".join(e.outputs),
+            ", ".join(f"{v}={b}" for v, b in e.bounds.items()),
+            f"{e.operations:,}",
+        )
+    return t
+
+
+def tensor_table(wl: WorkloadInfo) -> Table:
+    """Tensors with shape, size and role."""
+    t = Table(title="Tensors", title_justify="left")
+    for col in ("tensor", "ranks", "shape", "values", "bits/value", "role"):
+        t.add_column(col)
+    for info in wl.tensors.values():
+        role = "intermediate" if info.is_intermediate else ("output" if info.writers else "input")
+        t.add_row(
+            info.name,
+            ", ".join(info.ranks),
+            "×".join(map(str, info.shape)) or "scalar",
+            f"{info.size:,}",
+            f"{info.bits_per_value:g}",
+            role,
+        )
+    return t
+
+
+def arch_tree(arch: A.Arch) -> Tree:
+    """The architecture as a tree, top (root) to compute units."""
+    root = Tree("Architecture")
+
+    def add(parent: Tree, nodes: list) -> None:
+        cur = parent
+        for n in nodes:
+            if isinstance(n, A.Fork):
+                add(cur.add("fork"), n.nodes)
+                continue
+            text = f"{n.type} {n.name}"
+            if isinstance(n, A.Memory):
+                text += f"  size={n.size}"
+            if n.spatial:
+                text += "  spatial: " + ", ".join(f"{d.name}×{d.fanout}" for d in n.spatial)
+            cur = cur.add(text)
+
+    add(root, arch.nodes)
+    return root
+
+
+def check_summary(spec: Spec, wl: WorkloadInfo | None) -> Group:
+    """What ``fusemap check`` prints."""
+    parts: list = []
+    if wl is not None:
+        parts += [workload_table(wl), tensor_table(wl)]
+    if spec.arch is not None:
+        parts.append(arch_tree(spec.arch))
+    if spec.mapping is not None:
+        parts.append("[bold]Mapping (LoopTree)[/bold]\n" + text_tree(spec.mapping))
+    return Group(*parts)
+
+
+def result_tables(result: Result) -> Group:
+    """What ``fusemap evaluate`` prints: per component and per Einsum."""
+    comp = Table(title="Per component", title_justify="left")
+    for col in ("component", "energy", "share", "latency", "buffer usage", "area", "leak"):
+        comp.add_column(col, justify="right" if col != "component" else "left")
+    total = result.energy or 1.0
+    for c in result.components.values():
+        usage = (
+            "-"
+            if c.usage is None
+            else (
+                f"{fmt(c.usage_bits)}b"
+                if c.size == float("inf")
+                else f"{c.usage:.1%} of {fmt(c.size)}b"
+            )
+        )
+        comp.add_row(
+            c.name,
+            fmt(c.energy, "J"),
+            f"{c.energy / total:.1%}",
+            fmt(c.latency, "s"),
+            usage,
+            fmt(c.area, "m²"),
+            fmt(c.leak_power, "W"),
+        )
+    ein = Table(title="Per Einsum", title_justify="left")
+    for col in ("Einsum", "energy", "latency", "bound by"):
+        ein.add_column(col)
+    for e in result.einsums.values():
+        ein.add_row(e.name, fmt(e.energy, "J"), fmt(e.latency, "s"), e.bound_by)
+    head = f"[bold]Total energy[/bold] {fmt(result.energy, 'J')}   [bold]latency[/bold] {fmt(result.latency, 's')}"
+    return Group(comp, ein, head)
+
+
+def print_group(group: Group) -> None:
+    """Print to stdout."""
+    Console(soft_wrap=False).print(group)

@@ -1,0 +1,624 @@
+"""fusemap's own safe expression evaluator (format-and-model.md §1.1).
+
+Expressions are parsed with :func:`ast.parse` and interpreted by a whitelist walker:
+nothing is ever handed to Python's code execution. Size, depth, exponent, repetition,
+range and iteration limits keep a hostile spec from exhausting time or memory.
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import functools
+import io
+import math
+import operator
+import re
+import time
+import tokenize
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any
+
+from fusemap.spec.errors import ExpressionError, Location
+from fusemap.spec.values import QuotedStr
+
+MAX_TEXT = 10_000
+MAX_DEPTH = 100
+MAX_NODES = 5_000
+MAX_POW_BITS = 10_000
+MAX_EXPONENT = 10_000
+MAX_INT_BITS = 100_000
+MAX_RANGE = 10_000_000
+MAX_SEQUENCE = 1_000_000
+MAX_ITERATIONS = 10_000_000
+MAX_SECONDS = 10.0
+
+
+class ExprObject:
+    """Base of objects whose attributes (and items) expressions may read."""
+
+    def expr_getattr(self, name: str) -> Any:
+        """Value of ``self.name`` inside an expression."""
+        raise ExpressionError(f"'{type(self).__name__}' object has no attribute '{name}'")
+
+    def expr_getitem(self, key: Any) -> Any:
+        """Value of ``self[key]`` inside an expression."""
+        raise ExpressionError(f"'{type(self).__name__}' object is not subscriptable")
+
+
+def _too_large(what: str) -> ExpressionError:
+    return ExpressionError(f"{what} too large")
+
+
+def _int(x: Any) -> bool:
+    return isinstance(x, int)
+
+
+def _seq(x: Any) -> bool:
+    return isinstance(x, str | list | tuple)
+
+
+def _safe_pow(a: Any, b: Any, mod: Any = None) -> Any:
+    """``a ** b`` (or ``pow(a, b, mod)``) refusing huge exponents and results."""
+    if mod is not None:
+        if not (_int(a) and _int(b) and _int(mod)):
+            raise TypeError("pow() with 3 arguments needs integers")
+        if max(a.bit_length(), b.bit_length(), mod.bit_length()) > MAX_POW_BITS:
+            raise _too_large("power")
+        return pow(a, b, mod)
+    if isinstance(b, int | float) and abs(b) > MAX_EXPONENT:
+        raise _too_large("exponent")
+    if _int(a) and _int(b) and b > 0 and abs(a) > 1 and b * math.log2(abs(a)) > MAX_POW_BITS:
+        raise _too_large("power")
+    result = operator.pow(a, b)
+    if isinstance(result, complex):
+        raise ExpressionError(f"{a!r} ** {b!r} has no real result")
+    return result
+
+
+def _bounded(fn: Callable[..., Any], what: str, too_big: Callable[..., bool]) -> Callable[..., Any]:
+    """``fn``, refusing arguments for which ``too_big`` holds ("<what> too large")."""
+
+    def bounded(*args: Any, **kwargs: Any) -> Any:
+        if too_big(*args, **kwargs):
+            raise _too_large(what)
+        return fn(*args, **kwargs)
+
+    return bounded
+
+
+def _size(x: Any, budget: int = MAX_SEQUENCE) -> int:
+    """Rough element count of ``x`` (a string counts its length); stops past ``budget``."""
+    if isinstance(x, str):
+        return max(len(x), 1)
+    if not isinstance(x, list | tuple | dict):
+        return 1
+    size = 1
+    for item in x.items() if isinstance(x, dict) else x:
+        size += _size(item, budget - size)
+        if size > budget:
+            break
+    return size
+
+
+def _content(seq: Any) -> int:
+    return len(seq) if isinstance(seq, str) else _size(seq, MAX_SEQUENCE + 1) - 1
+
+
+def _mul_too_big(a: Any, b: Any) -> bool:
+    if _int(a) and _int(b):
+        return a.bit_length() + b.bit_length() > MAX_INT_BITS
+    n, seq = (b, a) if _int(b) else (a, b)
+    return _int(n) and _seq(seq) and n > 0 and _content(seq) * n > MAX_SEQUENCE
+
+
+def _range_len(*args: Any) -> int:
+    try:
+        return len(range(*args))
+    except OverflowError:
+        return MAX_RANGE + 1
+
+
+def _collect(iterable: Iterable[Any] = ()) -> list[Any]:
+    """``list(iterable)``, refusing results holding more than MAX_SEQUENCE elements."""
+    out, size = [], 0
+    for x in iterable:
+        size += _size(x, MAX_SEQUENCE + 1 - size)
+        if size > MAX_SEQUENCE:
+            raise _too_large("list")
+        out.append(x)
+    return out
+
+
+def _sorted(iterable: Iterable[Any], *, key: Any = None, reverse: bool = False) -> list[Any]:
+    return sorted(_collect(iterable), key=key, reverse=reverse)
+
+
+def _tuple(iterable: Iterable[Any] = ()) -> tuple[Any, ...]:
+    return tuple(_collect(iterable))
+
+
+_safe_mul = _bounded(operator.mul, "result", _mul_too_big)
+_safe_add = _bounded(
+    operator.add,
+    "sequence",
+    lambda a, b: _seq(a) and _seq(b) and _content(a) + _content(b) > MAX_SEQUENCE,
+)
+_safe_lshift = _bounded(
+    operator.lshift,
+    "integer",
+    lambda a, b: _int(a) and _int(b) and a.bit_length() + b > MAX_INT_BITS,
+)
+_factorial = _bounded(math.factorial, "factorial argument", lambda n: _int(n) and n > 1000)
+_range = _bounded(range, "range", lambda *args: _range_len(*args) > MAX_RANGE)
+_round = _bounded(round, "ndigits", lambda x, ndigits=None: _int(ndigits) and abs(ndigits) > 1000)
+_str = _bounded(str, "string", lambda x="": _size(x) > MAX_SEQUENCE)
+_int_fn = _bounded(int, "integer text", lambda x=0, *a, **k: isinstance(x, str) and len(x) > 5000)
+
+
+def _safe_mod(a: Any, b: Any) -> Any:
+    if isinstance(a, str):
+        raise ExpressionError("string formatting with % is not allowed")
+    return operator.mod(a, b)
+
+
+def _sum(iterable: Iterable[Any], start: Any = 0) -> Any:
+    if _seq(start):
+        raise ExpressionError("sum() adds numbers only")
+    return sum(iterable, start)
+
+
+def _prod(iterable: Iterable[Any], *, start: Any = 1) -> Any:
+    for x in iterable:
+        start = _safe_mul(start, x)
+    return start
+
+
+def _lcm(*args: int) -> int:
+    result = 1
+    for x in args:
+        result = math.lcm(result, x)
+        if result.bit_length() > MAX_INT_BITS:
+            raise _too_large("integer")
+    return result
+
+
+_MATH = "ceil floor log log2 log10 sqrt exp isinf isnan isclose gcd trunc"
+FUNCTIONS: dict[str, Callable[..., Any]] = {
+    **{name: getattr(math, name) for name in _MATH.split()},
+    "prod": _prod, "factorial": _factorial, "lcm": _lcm, "abs": abs, "round": _round,
+    "sum": _sum, "range": _range, "len": len, "min": min, "max": max, "float": float,
+    "int": _int_fn, "str": _str, "bool": bool, "list": _collect, "tuple": _tuple,
+    "enumerate": enumerate, "zip": zip, "sorted": _sorted, "any": any, "all": all,
+    "pow": _safe_pow,
+}  # fmt: skip
+"""Functions every expression may call (the only callable values)."""
+
+CONSTANTS: dict[str, Any] = {
+    "inf": math.inf, "pi": math.pi, "e": math.e, "nan": math.nan, "true": True, "false": False,
+}  # fmt: skip
+"""Constants every expression may use."""
+
+_BUILTINS: dict[str, Any] = {**FUNCTIONS, **CONSTANTS}
+_CALLABLE: dict[int, Callable[..., Any]] = {id(f): f for f in FUNCTIONS.values()}
+
+
+class Scope:
+    """Layered name lookup; the last layer wins, whitelisted names sit below all layers."""
+
+    def __init__(self, *layers: Mapping[str, Any]):
+        self.layers: tuple[Mapping[str, Any], ...] = layers
+
+    def child(self, *more_layers: Mapping[str, Any]) -> Scope:
+        """A scope with ``more_layers`` above (taking precedence over) this one's."""
+        return Scope(*self.layers, *more_layers)
+
+    def __contains__(self, name: object) -> bool:
+        return any(name in layer for layer in self.layers) or name in _BUILTINS
+
+    def lookup(self, name: str) -> Any:
+        """Value of ``name``; ExpressionError (with a suggestion) if it is unknown."""
+        for layer in reversed(self.layers):
+            if name in layer:
+                return layer[name]
+        if name in _BUILTINS:
+            return _BUILTINS[name]
+        raise ExpressionError(f"unknown name '{name}'{_suggest(name, self.names())}")
+
+    def names(self) -> set[str]:
+        """Every name visible in this scope."""
+        out = set(_BUILTINS)
+        for layer in self.layers:
+            out.update(k for k in layer if isinstance(k, str))
+        return out
+
+
+def _suggest(name: str, names: Iterable[str]) -> str:
+    close = difflib.get_close_matches(name, sorted(names), n=1)
+    return f" (did you mean '{close[0]}'?)" if close else ""
+
+
+_BINOPS: dict[type, tuple[str, Callable[[Any, Any], Any]]] = {
+    ast.Add: ("+", _safe_add), ast.Sub: ("-", operator.sub), ast.Mult: ("*", _safe_mul),
+    ast.Div: ("/", operator.truediv), ast.FloorDiv: ("//", operator.floordiv),
+    ast.Mod: ("%", _safe_mod), ast.Pow: ("**", _safe_pow), ast.BitOr: ("|", operator.or_),
+    ast.BitAnd: ("&", operator.and_), ast.BitXor: ("^", operator.xor),
+    ast.LShift: ("<<", _safe_lshift), ast.RShift: (">>", operator.rshift),
+}  # fmt: skip
+_UNARY: dict[type, Callable[[Any], Any]] = {
+    ast.USub: operator.neg, ast.UAdd: operator.pos, ast.Not: operator.not_,
+    ast.Invert: operator.invert,
+}  # fmt: skip
+_COMPARE: dict[type, Callable[[Any, Any], Any]] = {
+    ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le,
+    ast.Gt: operator.gt, ast.GtE: operator.ge, ast.Is: operator.is_, ast.IsNot: operator.is_not,
+    ast.In: lambda a, b: a in b, ast.NotIn: lambda a, b: a not in b,
+}  # fmt: skip
+_ALLOWED = (
+    ast.Expression, ast.Constant, ast.Name, ast.List, ast.Tuple, ast.Dict, ast.UnaryOp,
+    ast.BinOp, ast.BoolOp, ast.Compare, ast.IfExp, ast.Call, ast.keyword, ast.GeneratorExp,
+    ast.ListComp, ast.comprehension, ast.Subscript, ast.Slice, ast.Attribute, ast.Load,
+    ast.Store, ast.And, ast.Or, *_BINOPS, *_UNARY, *_COMPARE,
+)  # fmt: skip
+_FORBIDDEN = {
+    ast.Lambda: "lambda", ast.NamedExpr: "assignment expressions (:=)", ast.JoinedStr: "f-strings",
+    ast.Starred: "starred arguments (*x)", ast.Await: "await", ast.Yield: "yield",
+    ast.YieldFrom: "yield", ast.Set: "set literals", ast.SetComp: "set comprehensions",
+    ast.DictComp: "dict comprehensions", ast.MatMult: "the @ operator",
+}  # fmt: skip
+
+
+def _check(tree: ast.Expression, text: str) -> None:
+    """Reject anything outside the whitelist, and trees that are too big or too deep."""
+    stack: list[tuple[ast.AST, int]] = [(tree, 0)]
+    count = 0
+    while stack:
+        node, depth = stack.pop()
+        count += 1
+        if count > MAX_NODES or depth > MAX_DEPTH:
+            raise ExpressionError("expression too large")
+        if not isinstance(node, _ALLOWED):
+            what = _FORBIDDEN.get(type(node), f"'{type(node).__name__}' syntax")
+            raise ExpressionError(f"{what} not allowed in '{text}'")
+        name = getattr(node, "id", None) or getattr(node, "attr", None)
+        if isinstance(node, ast.keyword):
+            if node.arg is None:
+                raise ExpressionError(f"**arguments not allowed in '{text}'")
+            name = node.arg
+        if isinstance(name, str) and name.startswith("_"):
+            raise ExpressionError(f"'{name}' is not allowed")
+        bad = None
+        if isinstance(node, ast.Constant) and not isinstance(node.value, int | float | str | None):
+            bad = f"literal {node.value!r}"
+        elif isinstance(node, ast.Call) and not isinstance(node.func, ast.Name):
+            bad = "calling anything but a whitelisted function"
+        elif isinstance(node, ast.Dict) and None in node.keys:
+            bad = "**dict unpacking"
+        elif isinstance(node, ast.comprehension) and node.is_async:
+            bad = "async comprehensions"
+        if bad:
+            raise ExpressionError(f"{bad} not allowed in '{text}'")
+        stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
+
+
+def _targets(node: ast.expr) -> set[str]:
+    if isinstance(node, ast.Name):
+        return {node.id}
+    if isinstance(node, ast.Tuple | ast.List):
+        return set().union(*(_targets(e) for e in node.elts))
+    raise ExpressionError("comprehension targets must be names")
+
+
+def _free_names(node: ast.AST, bound: frozenset[str]) -> set[str]:
+    if isinstance(node, ast.Name):
+        return set() if node.id in bound else {node.id}
+    out: set[str] = set()
+    if isinstance(node, ast.GeneratorExp | ast.ListComp):
+        inner = bound
+        for gen in node.generators:
+            out |= _free_names(gen.iter, inner)
+            inner = inner | _targets(gen.target)
+            for cond in gen.ifs:
+                out |= _free_names(cond, inner)
+        return out | _free_names(node.elt, inner)
+    for child in ast.iter_child_nodes(node):
+        out |= _free_names(child, bound)
+    return out
+
+
+class Expression:
+    """A parsed, checked expression; immutable and shared through the parse cache."""
+
+    __slots__ = ("text", "tree", "names")
+
+    def __init__(self, text: str, tree: ast.Expression):
+        self.text = text
+        self.tree = tree
+        self.names: frozenset[str] = frozenset(_free_names(tree, frozenset()))
+
+    def __repr__(self) -> str:
+        return f"Expression({self.text!r})"
+
+    def evaluate(self, scope: Scope) -> Any:
+        """Evaluate in ``scope``; every failure is an ExpressionError."""
+        return _guard(self.text, lambda: _Interpreter(self.text, scope).visit(self.tree.body, {}))
+
+
+@functools.lru_cache(maxsize=4096)
+def parse_expression(text: str) -> Expression:
+    """Parse and check ``text`` (cached); ExpressionError if invalid or not allowed."""
+    if len(text) > MAX_TEXT:
+        raise ExpressionError("expression too large")
+    try:
+        tree = ast.parse(text.strip(), mode="eval")
+    except SyntaxError as exc:
+        if "too many nested" in str(exc.msg):
+            raise ExpressionError("expression too large") from None
+        raise ExpressionError(f"invalid expression '{text}': {exc.msg}") from None
+    except (RecursionError, MemoryError):
+        raise ExpressionError("expression too large") from None
+    except ValueError as exc:
+        raise ExpressionError(f"invalid expression '{text}': {exc}") from None
+    _check(tree, text)
+    depth = 0
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(text.strip()).readline):
+            if tok.type == tokenize.OP:
+                depth += (tok.string in "([{") - (tok.string in ")]}")
+            if depth > MAX_DEPTH:
+                raise ExpressionError("expression too large (nested too deeply)")
+    except (tokenize.TokenError, SyntaxError):
+        raise ExpressionError(f"invalid expression '{text}'") from None
+    return Expression(text, tree)
+
+
+def _guard(text: str, fn: Callable[[], Any]) -> Any:
+    """Run ``fn``, turning Python errors into ExpressionErrors about ``text``."""
+    try:
+        return fn()
+    except ExpressionError:
+        raise
+    except ZeroDivisionError:
+        raise ExpressionError(f"division by zero in '{text}'") from None
+    except (RecursionError, MemoryError):
+        raise ExpressionError(f"expression too large: '{text}'") from None
+    except OverflowError as exc:
+        raise ExpressionError(f"overflow ({exc}) in '{text}'") from None
+    except (ArithmeticError, TypeError, ValueError, LookupError) as exc:
+        raise ExpressionError(f"{exc} in '{text}'") from None
+
+
+class _Interpreter:
+    """Walks a checked tree; ``env`` holds comprehension variables."""
+
+    def __init__(self, text: str, scope: Scope):
+        self.text = text
+        self.scope = scope
+        self.iterations = self.steps = 0
+        self.deadline = time.monotonic() + MAX_SECONDS
+
+    def visit(self, node: ast.expr, env: dict[str, Any]) -> Any:
+        self.steps += 1
+        if not self.steps % 1024 and time.monotonic() > self.deadline:
+            raise ExpressionError(f"expression takes too long: '{self.text}'")
+        if isinstance(node, ast.Constant):
+            return node.value
+        if isinstance(node, ast.List | ast.Tuple):
+            items = _collect(self.visit(e, env) for e in node.elts)
+            return items if isinstance(node, ast.List) else tuple(items)
+        if isinstance(node, ast.IfExp):
+            return self.visit(node.body if self.visit(node.test, env) else node.orelse, env)
+        if isinstance(node, ast.Slice):
+            parts = (node.lower, node.upper, node.step)
+            return slice(*(None if p is None else self.visit(p, env) for p in parts))
+        return getattr(self, "_" + type(node).__name__)(node, env)
+
+    def _Name(self, node: ast.Name, env: dict[str, Any]) -> Any:
+        if node.id in env:
+            return env[node.id]
+        if node.id not in self.scope:
+            names = self.scope.names() | set(env)
+            raise ExpressionError(f"unknown name '{node.id}'{_suggest(node.id, names)}")
+        return self.scope.lookup(node.id)
+
+    def _Dict(self, node: ast.Dict, env: dict[str, Any]) -> Any:
+        pairs = zip(node.keys, node.values, strict=True)
+        result = {self.visit(k, env): self.visit(v, env) for k, v in pairs}  # type: ignore[arg-type]
+        if _size(result) > MAX_SEQUENCE:
+            raise _too_large("dict")
+        return result
+
+    def _UnaryOp(self, node: ast.UnaryOp, env: dict[str, Any]) -> Any:
+        value = self.visit(node.operand, env)
+        try:
+            return _UNARY[type(node.op)](value)
+        except TypeError:
+            raise ExpressionError(
+                f"bad operand type for unary operator: '{type(value).__name__}' in '{self.text}'"
+            ) from None
+
+    def _BinOp(self, node: ast.BinOp, env: dict[str, Any]) -> Any:
+        a, b = self.visit(node.left, env), self.visit(node.right, env)
+        symbol, fn = _BINOPS[type(node.op)]
+        try:
+            return fn(a, b)
+        except TypeError:
+            raise ExpressionError(
+                f"unsupported operand types for {symbol}: '{type(a).__name__}' and "
+                f"'{type(b).__name__}' in '{self.text}'"
+            ) from None
+
+    def _BoolOp(self, node: ast.BoolOp, env: dict[str, Any]) -> Any:
+        value: Any = None
+        for operand in node.values:
+            value = self.visit(operand, env)
+            if bool(value) == isinstance(node.op, ast.Or):
+                return value
+        return value
+
+    def _Compare(self, node: ast.Compare, env: dict[str, Any]) -> Any:
+        left = self.visit(node.left, env)
+        for op, comparator in zip(node.ops, node.comparators, strict=True):
+            right = self.visit(comparator, env)
+            if not _COMPARE[type(op)](left, right):
+                return False
+            left = right
+        return True
+
+    def _Call(self, node: ast.Call, env: dict[str, Any]) -> Any:
+        name = node.func.id  # type: ignore[attr-defined]
+        if name not in env and name not in self.scope:
+            raise ExpressionError(f"unknown function '{name}'{_suggest(name, FUNCTIONS)}")
+        fn = self._Name(node.func, env)  # type: ignore[arg-type]
+        if _CALLABLE.get(id(fn)) is not fn:
+            raise ExpressionError(f"'{name}' is not a function that can be called")
+        args = [self.visit(a, env) for a in node.args]
+        kwargs = {k.arg: self.visit(k.value, env) for k in node.keywords}
+        return fn(*args, **kwargs)
+
+    def _Attribute(self, node: ast.Attribute, env: dict[str, Any]) -> Any:
+        value = self.visit(node.value, env)
+        if not isinstance(value, ExprObject):
+            kind = type(value).__name__
+            raise ExpressionError(f"a {kind} has no attribute '{node.attr}' in '{self.text}'")
+        return value.expr_getattr(node.attr)
+
+    def _Subscript(self, node: ast.Subscript, env: dict[str, Any]) -> Any:
+        value, key = self.visit(node.value, env), self.visit(node.slice, env)
+        if isinstance(value, ExprObject):
+            return value.expr_getitem(key)
+        if not isinstance(value, list | tuple | str | dict | range):
+            raise ExpressionError(f"cannot subscript a {type(value).__name__} in '{self.text}'")
+        try:
+            return value[key]
+        except KeyError:
+            raise ExpressionError(f"key {key!r} not found in '{self.text}'") from None
+
+    def _ListComp(self, node: ast.ListComp, env: dict[str, Any]) -> Any:
+        return _collect(self._generate(node, 0, env))
+
+    def _GeneratorExp(self, node: ast.GeneratorExp, env: dict[str, Any]) -> Any:
+        def guarded() -> Iterator[Any]:  # errors surface even when consumed later
+            it = self._generate(node, 0, env)
+            while True:
+                try:
+                    item = _guard(self.text, lambda: next(it))
+                except StopIteration:
+                    return
+                yield item
+
+        return guarded()
+
+    def _generate(self, node: ast.GeneratorExp | ast.ListComp, index: int, env: dict[str, Any]):
+        gen, last = node.generators[index], index == len(node.generators) - 1
+        inner = dict(env)  # rebound per item; Python closures bind late the same way
+        for item in self.visit(gen.iter, env):
+            self.iterations += 1
+            if self.iterations > MAX_ITERATIONS:
+                raise _too_large("comprehension")
+            self._bind(gen.target, item, inner)
+            if gen.ifs and not all(self.visit(cond, inner) for cond in gen.ifs):
+                continue
+            if last:
+                yield self.visit(node.elt, inner)
+            else:
+                yield from self._generate(node, index + 1, inner)
+
+    def _bind(self, target: ast.expr, value: Any, env: dict[str, Any]) -> None:
+        if isinstance(target, ast.Name):
+            env[target.id] = value
+            return
+        values = list(value)
+        elts = target.elts  # type: ignore[attr-defined]
+        if len(values) != len(elts):
+            raise ExpressionError(
+                f"cannot unpack {len(values)} values into {len(elts)} in '{self.text}'"
+            )
+        for t, v in zip(elts, values, strict=True):
+            self._bind(t, v, env)
+
+
+_INT_RE = re.compile(r"[+-]?\d+(?:_\d+)*")
+_FLOAT_RE = re.compile(r"[+-]?(?:(?:\d+\.?\d*|\.\d+)(?:e[+-]?\d+)?|inf|infinity)", re.I)
+
+
+def to_number(text: str) -> int | float | bool | None:
+    """``text`` as an int, float or bool ("true"/"false"), or None if it is not one."""
+    s = text.strip()
+    if s.lower() in ("true", "false"):
+        return s.lower() == "true"
+    try:
+        if _INT_RE.fullmatch(s):
+            return int(s)
+        if _FLOAT_RE.fullmatch(s):
+            return float(s)
+    except ValueError:
+        pass
+    return None
+
+
+def evaluate(value: Any, scope: Scope, *, location: Location | None = None) -> Any:
+    """Evaluate one spec value: literals pass through, plain strings are expressions."""
+    if not isinstance(value, str):
+        return value
+    number = to_number(value)
+    if isinstance(value, QuotedStr):
+        return number if number is not None and not isinstance(number, bool) else str(value)
+    if number is not None:
+        return number
+    try:
+        return parse_expression(value).evaluate(scope)
+    except ExpressionError as exc:
+        raise (exc.located(location) if location is not None else exc) from None
+
+
+def _is_expression(value: Any) -> bool:
+    return isinstance(value, str) and not isinstance(value, QuotedStr) and to_number(value) is None
+
+
+def evaluate_fields(
+    raw: Mapping[str, Any],
+    scope: Scope,
+    *,
+    locate: Callable[[str], Location] | None = None,
+) -> dict[str, Any]:
+    """Evaluate sibling fields in dependency order; siblings shadow ``scope``."""
+
+    def where(field: str) -> Location:
+        return locate(field) if locate is not None else Location(key=field)
+
+    deps: dict[str, list[str]] = {field: [] for field in raw}
+    for field, value in raw.items():
+        if _is_expression(value):
+            try:
+                names = parse_expression(value).names
+            except ExpressionError as exc:
+                raise exc.located(where(field)) from None
+            deps[field] = [f for f in raw if f in names]
+
+    order: list[str] = []
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    for root in raw:
+        if root in state:
+            continue
+        path, stack = [root], [iter(deps[root])]
+        state[root] = 1
+        while stack:
+            nxt = next(stack[-1], None)
+            if nxt is None:
+                stack.pop()
+                state[path[-1]] = 2
+                order.append(path.pop())
+            elif state.get(nxt) == 1:
+                cycle = " -> ".join([*path[path.index(nxt) :], nxt])
+                raise ExpressionError(f"cycle between fields: {cycle}", where(nxt))
+            elif nxt not in state:
+                state[nxt] = 1
+                path.append(nxt)
+                stack.append(iter(deps[nxt]))
+
+    values: dict[str, Any] = {}
+    inner = scope.child(values)
+    for field in order:
+        values[field] = evaluate(raw[field], inner, location=where(field))
+    return {field: values[field] for field in raw}

@@ -1,0 +1,387 @@
+"""Concrete workload facts: rank-variable bounds, tensor shapes, roles and renames.
+
+``resolve_workload(spec)`` evaluates every expression of the workload once and returns
+plain typed objects that the model and the mapper use without touching YAML again.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .affine import Affine, Constraint, box_bounds, parse_affine, parse_constraints
+from .errors import ExpressionError, FusemapError, Location, SpecError
+from .expressions import Scope, evaluate, evaluate_fields
+from .sets import TensorFacts, TensorSet, evaluate_set_expression, evaluate_set_keyed_dict
+from .spec import Spec
+from .workload import Einsum
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    """A tensor of the workload: ranks, shape, width and who touches it."""
+
+    name: str
+    ranks: tuple[str, ...]
+    shape: tuple[int, ...]
+    bits_per_value: float
+    writers: tuple[str, ...]
+    readers: tuple[str, ...]
+
+    @property
+    def size(self) -> int:
+        """Number of values (dense box)."""
+        return math.prod(self.shape)
+
+    @property
+    def is_intermediate(self) -> bool:
+        """Written by some Einsum and read by another."""
+        return bool(self.writers) and bool(self.readers)
+
+
+@dataclass(frozen=True)
+class EinsumInfo:
+    """One Einsum with everything evaluated."""
+
+    name: str
+    index: int
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    rank_variables: tuple[str, ...]
+    bounds: Mapping[str, int]
+    projections: Mapping[str, Mapping[str, Affine]]
+    is_copy: bool
+    n_instances: float
+    persistent: frozenset[str]
+    scope: Scope = field(repr=False, compare=False)
+    sets: Mapping[str, TensorSet] = field(repr=False, compare=False)
+
+    @property
+    def tensors(self) -> tuple[str, ...]:
+        """Inputs then outputs."""
+        return self.inputs + self.outputs
+
+    def relevance(self, tensor: str, rank_variable: str) -> str:
+        """``relevant``, ``partial`` or ``irrelevant`` (see the counting rules, §2)."""
+        kind = "irrelevant"
+        for expr in self.projections[tensor].values():
+            if rank_variable in expr.variables:
+                if expr.is_single_variable:
+                    return "relevant"
+                kind = "partial"
+        return kind
+
+    @property
+    def operations(self) -> int:
+        """Points of the iteration space (dense box)."""
+        return math.prod(self.bounds.values())
+
+
+@dataclass(frozen=True)
+class WorkloadInfo:
+    """The evaluated workload."""
+
+    einsums: tuple[EinsumInfo, ...]
+    tensors: Mapping[str, TensorInfo]
+    n_instances: float
+    variables: Mapping[str, Any]
+
+    def einsum(self, name: str) -> EinsumInfo:
+        """The Einsum called ``name``."""
+        for e in self.einsums:
+            if e.name == name:
+                return e
+        raise KeyError(name)
+
+    @property
+    def intermediates(self) -> frozenset[str]:
+        """Tensors written by one Einsum and read by another."""
+        return frozenset(t for t, i in self.tensors.items() if i.is_intermediate)
+
+    @property
+    def shared(self) -> frozenset[str]:
+        """Tensors touched by more than one Einsum."""
+        return frozenset(
+            t for t, i in self.tensors.items() if len(set(i.writers) | set(i.readers)) > 1
+        )
+
+    def dependencies(self) -> dict[str, list[str]]:
+        """Einsum -> the Einsums that produce its inputs."""
+        out: dict[str, list[str]] = {}
+        for e in self.einsums:
+            deps: list[str] = []
+            for t in e.inputs:
+                deps += [w for w in self.tensors[t].writers if w != e.name and w not in deps]
+            out[e.name] = deps
+        return out
+
+
+def evaluate_variables(spec: Spec) -> dict[str, Any]:
+    """Top-level variables (may reference each other)."""
+    return evaluate_fields(spec.variables, Scope(), locate=lambda k: spec.locate("variables", k))
+
+
+def resolve_workload(spec: Spec) -> WorkloadInfo:
+    """Evaluate the workload of ``spec`` into a :class:`WorkloadInfo`."""
+    spec.require("workload")
+    wl = spec.workload
+    assert wl is not None
+    variables = evaluate_variables(spec)
+    base = Scope(variables)
+    sizes = {
+        r: _number(evaluate(v, base, location=spec.locate("workload", "rank_sizes", r)), r)
+        for r, v in wl.rank_sizes.items()
+    }
+    # Bounds of rank variables per Einsum.
+    bounds: dict[str, dict[str, int]] = {}
+    projections: dict[str, dict[str, dict[str, Affine]]] = {}
+    for i, e in enumerate(wl.einsums):
+        where = spec.locate("workload", "einsums", i)
+        projections[e.name] = {
+            t.name: {r: _affine(x, variables, where) for r, x in t.ranks().items()}
+            for t in e.tensor_accesses
+        }
+        local = dict(sizes)
+        for r, v in e.rank_sizes.items():
+            local[r] = _number(evaluate(v, base, location=where), r)
+        bounds[e.name] = _einsum_bounds(
+            e, projections[e.name], local, wl.iteration_space_shape, variables, where
+        )
+    tensors = _tensor_shapes(spec, projections, bounds, sizes)
+    einsums, all_facts = [], []
+    for i, e in enumerate(wl.einsums):
+        facts = {
+            t: TensorFacts(frozenset(v for x in ranks.values() for v in x.variables), None)
+            for t, ranks in projections[e.name].items()
+        }
+        all_facts.append(facts)
+        einsums.append(
+            _einsum_info(spec, i, e, bounds[e.name], projections[e.name], tensors, facts, base)
+        )
+    bits = _bits_per_value(spec, einsums, base)
+    for facts in all_facts:  # the sets of each Einsum now know the widths
+        for t, f in facts.items():
+            facts[t] = TensorFacts(f.rank_variables, bits[t])
+    final = {
+        t: TensorInfo(info.name, info.ranks, info.shape, bits[t], info.writers, info.readers)
+        for t, info in tensors.items()
+    }
+    n_inst = _number(
+        evaluate(wl.n_instances, base, location=spec.locate("workload", "n_instances")),
+        "n_instances",
+    )
+    return WorkloadInfo(tuple(einsums), final, n_inst, variables)
+
+
+def _number(value: Any, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ExpressionError(f"{what}: expected a number, got {value!r}")
+    return int(value) if float(value).is_integer() else value
+
+
+def _affine(text: Any, variables: Mapping[str, Any], where: Location) -> Affine:
+    consts = {k: v for k, v in variables.items() if isinstance(v, (int, float))}
+    try:
+        return parse_affine(text if isinstance(text, int) else str(text), consts)
+    except FusemapError as err:
+        raise err.located(where) from None
+
+
+def _einsum_bounds(
+    e: Einsum,
+    proj: dict[str, dict[str, Affine]],
+    sizes: dict[str, float],
+    shapes: Mapping[str, str],
+    variables: Mapping[str, Any],
+    where: Location,
+) -> dict[str, int]:
+    consts = {k: v for k, v in variables.items() if isinstance(v, (int, float))}
+    rvs = e.rank_variables
+    constraints: list[Constraint] = []
+    try:
+        for var in rvs:
+            if var in shapes:
+                constraints += parse_constraints(shapes[var], consts)
+        for text in e.iteration_space_shape:
+            constraints += parse_constraints(text, consts)
+        for ranks in proj.values():
+            for rank, expr in ranks.items():
+                if rank in sizes and not math.isinf(sizes[rank]):
+                    constraints.append(Constraint(expr, 0, sizes[rank] - 1))
+    except FusemapError as err:
+        raise err.located(where) from None
+    box = box_bounds(list(rvs), constraints)
+    out: dict[str, int] = {}
+    for var in rvs:
+        lo, hi = box[var]
+        if math.isinf(lo) or math.isinf(hi):
+            raise SpecError(
+                f"Einsum {e.name}: rank variable '{var}' is unbounded; give its rank a size "
+                f"(rank_sizes) or constrain it (iteration_space_shape: {{{var}: 0 <= {var} < N}})",
+                where,
+            )
+        if hi < lo:
+            raise SpecError(f"Einsum {e.name}: rank variable '{var}' has an empty range", where)
+        out[var] = int(hi - lo + 1)
+    return out
+
+
+def _tensor_shapes(spec: Spec, proj, bounds, sizes) -> dict[str, TensorInfo]:
+    wl = spec.workload
+    assert wl is not None
+    out: dict[str, TensorInfo] = {}
+    writers: dict[str, list[str]] = {}
+    readers: dict[str, list[str]] = {}
+    for i, e in enumerate(wl.einsums):
+        for t in e.tensor_accesses:
+            (writers if t.output else readers).setdefault(t.name, []).append(e.name)
+            ranks = tuple(proj[e.name][t.name])
+            box = {v: (0, b - 1) for v, b in bounds[e.name].items()}
+            shape = []
+            for r, expr in proj[e.name][t.name].items():
+                lo, hi = expr.range(box)
+                if r in sizes and not math.isinf(sizes[r]):
+                    lo, hi = max(lo, 0), min(hi, sizes[r] - 1)
+                shape.append(int(max(hi - lo + 1, 1)))
+            known = out.get(t.name)
+            if known is not None and known.ranks != ranks:
+                raise SpecError(
+                    f"tensor {t.name} has ranks {list(known.ranks)} in one Einsum and "
+                    f"{list(ranks)} in Einsum {e.name}",
+                    spec.locate("workload", "einsums", i),
+                )
+            if known is not None:  # keep the largest extent per rank over all Einsums
+                shape = [max(a, b) for a, b in zip(known.shape, shape, strict=True)]
+            out[t.name] = TensorInfo(t.name, ranks, tuple(shape), 0, (), ())
+    return {
+        t: TensorInfo(
+            i.name, i.ranks, i.shape, 0, tuple(writers.get(t, ())), tuple(readers.get(t, ()))
+        )
+        for t, i in out.items()
+    }
+
+
+def _einsum_info(
+    spec: Spec, index: int, e: Einsum, bounds, proj, tensors, facts, base: Scope
+) -> EinsumInfo:
+    where = spec.locate("workload", "einsums", index)
+    names = tuple(e.tensors)
+    space = TensorSet(frozenset(names), frozenset(names), "tensor", facts)
+
+    def subset(members) -> TensorSet:
+        return TensorSet(frozenset(m for m in members if m in names), space.space, "tensor", facts)
+
+    sets: dict[str, Any] = {
+        "All": space,
+        "Tensors": space,
+        "Nothing": subset(()),
+        "Inputs": subset(e.inputs),
+        "Outputs": subset(e.outputs),
+        "Intermediates": subset(t for t in names if tensors[t].is_intermediate),
+        "Shared": subset(
+            t for t in names if len(set(tensors[t].writers) | set(tensors[t].readers)) > 1
+        ),
+    }
+    rv_space = frozenset(bounds)
+    for t in names:
+        sets[t] = subset([t])
+    for v in bounds:
+        sets[v] = TensorSet(frozenset([v]), rv_space, "rank_variable", facts)
+    persistent = frozenset(a.name for a in e.tensor_accesses if a.persistent)
+    scope = base.child(sets)
+    wl = spec.workload
+    assert wl is not None
+    if wl.persistent_tensors is not None:
+        renamed = _renames(spec, e, scope, space, where)
+        persistent |= evaluate_set_expression(
+            wl.persistent_tensors,
+            base.child(sets, renamed),
+            space=space,
+            location=spec.locate("workload", "persistent_tensors"),
+        ).items
+    sets["Persistent"] = subset(persistent)
+    scope = base.child(sets)
+    renamed = _renames(spec, e, scope, space, where)
+    sets.update(renamed)
+    n_inst = _number(evaluate(e.n_instances, scope, location=where), "n_instances")
+    return EinsumInfo(
+        e.name,
+        index,
+        tuple(e.inputs),
+        tuple(e.outputs),
+        tuple(bounds),
+        dict(bounds),
+        proj,
+        e.is_copy_operation,
+        n_inst,
+        persistent,
+        base.child(sets),
+        sets,
+    )
+
+
+def _renames(
+    spec: Spec, e: Einsum, scope: Scope, space: TensorSet, where: Location
+) -> dict[str, TensorSet]:
+    """Per-Einsum renames first, then the top-level ``default`` entry for names not set."""
+    entries = list(e.renames)
+    default = spec.renames.default() if spec.renames else None
+    own = {r.name for r in entries}
+    if default:
+        entries += [r for r in default.tensor_accesses if r.name not in own]
+    out: dict[str, TensorSet] = {}
+    for r in entries:
+        inner = scope.child(out)
+        value = evaluate_set_expression(r.source, inner, space=space, location=where)
+        if r.expected_count is not None:
+            want = evaluate(r.expected_count, inner, location=where)
+            if len(value) != want:
+                raise SpecError(
+                    f"Einsum {e.name}: rename '{r.name}' = {r.source} has {len(value)} "
+                    f"tensor(s) {value!r}, expected {want}",
+                    where,
+                )
+        out[r.name] = value
+    return out
+
+
+def _bits_per_value(spec: Spec, einsums: list[EinsumInfo], base: Scope) -> dict[str, float]:
+    wl = spec.workload
+    assert wl is not None
+    bits: dict[str, float] = {}
+    for info, e in zip(einsums, wl.einsums, strict=True):
+        space = info.sets["All"]
+        found = (
+            evaluate_set_keyed_dict(
+                wl.bits_per_value,
+                info.scope,
+                space=space,
+                location_of_key=lambda k: spec.locate("workload", "bits_per_value", k),
+            )
+            if wl.bits_per_value
+            else {}
+        )
+        for a in e.tensor_accesses:
+            value = found.get(a.name)
+            if a.bits_per_value is not None:
+                value = evaluate(
+                    a.bits_per_value,
+                    info.scope,
+                    location=spec.locate("workload", "einsums", info.index),
+                )
+            if value is None:
+                raise SpecError(
+                    f"tensor {a.name} has no bits_per_value (add it to workload.bits_per_value)",
+                    spec.locate("workload", "bits_per_value"),
+                )
+            value = _number(value, f"bits_per_value of {a.name}")
+            if a.name in bits and bits[a.name] != value:
+                raise SpecError(
+                    f"tensor {a.name} has {bits[a.name]} bits per value in one Einsum and "
+                    f"{value} in Einsum {e.name}",
+                    spec.locate("workload", "einsums", info.index),
+                )
+            bits[a.name] = value
+    return bits

@@ -1,0 +1,110 @@
+"""The whole spec: architecture, workload, mapping, variables and knobs, from YAML files."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping as MappingABC
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field, PrivateAttr
+
+from .arch import Arch
+from .base import SpecModel, validate
+from .errors import Location, SourceMap, SpecError
+from .mapping import Mapping
+from .workload import Renames, Workload
+
+
+class Config(SpecModel):
+    """General settings."""
+
+    expression_custom_functions: list[Any] = Field(default_factory=list)
+    """Refused by fusemap: a spec may not bring code (kept only for a clear message)."""
+    component_models: list[Any] = Field(default_factory=list)
+    """Plug-in component models (not supported; kept for a clear message)."""
+    use_installed_component_models: bool = True
+    """Plug-in lookup (not supported)."""
+
+
+class ModelOptions(SpecModel):
+    """Model settings."""
+
+    metrics: list[str] | str | None = None
+    """Which metrics to compute (fusemap always computes all)."""
+
+
+class MapperOptions(SpecModel):
+    """FFM knobs (used by the mapper)."""
+
+    metrics: list[str] | str | None = None
+    """Objectives."""
+    model_config = {"extra": "allow"}  # type: ignore[assignment]
+
+
+class Spec(SpecModel):
+    """Architecture + workload (+ mapping) and the values they may refer to."""
+
+    arch: Arch | None = None
+    """The architecture."""
+    workload: Workload | None = None
+    """The Einsums."""
+    mapping: Mapping | None = None
+    """A LoopTree mapping (optional)."""
+    variables: dict[str, Any] = Field(default_factory=dict)
+    """Top-level variables usable in every expression."""
+    renames: Renames | None = None
+    """Renames (the ``default`` entry applies to every Einsum)."""
+    config: Config = Field(default_factory=Config)
+    """General settings."""
+    mapper: MapperOptions = Field(default_factory=MapperOptions)
+    """Mapper knobs."""
+    model: ModelOptions = Field(default_factory=ModelOptions)
+    """Model knobs."""
+
+    _sources: SourceMap = PrivateAttr(default_factory=SourceMap)
+    _data: Any = PrivateAttr(default=None)
+
+    @property
+    def sources(self) -> SourceMap:
+        """Where each value of the spec was written."""
+        return self._sources
+
+    def locate(self, *path: str | int) -> Location:
+        """Location of a data path, e.g. ``spec.locate("arch", "nodes", 1, "size")``."""
+        return self._sources.locate(path, self._data)
+
+    def require(self, *parts: str) -> None:
+        """Fail clearly when a needed part (arch, workload, mapping) is missing."""
+        for part in parts:
+            if getattr(self, part) is None:
+                files = ", ".join(sorted({f for f, _ in self._sources.entries.values()}))
+                raise SpecError(f"no '{part}:' section found in {files or 'the given files'}")
+
+    @classmethod
+    def from_data(cls, data: Any, sources: SourceMap | None = None) -> Spec:
+        """Validate plain data (as produced by the loader) into a Spec."""
+        if not isinstance(data, MappingABC):
+            raise SpecError("a spec must be a mapping of top-level keys")
+        spec = validate(cls, dict(data), sources)
+        spec._sources = sources or SourceMap()
+        spec._data = data
+        if spec.config.expression_custom_functions:
+            raise SpecError(
+                "custom expression functions are refused: a spec may not bring code",
+                spec.locate("config", "expression_custom_functions"),
+            )
+        return spec
+
+
+def load_spec(
+    *paths: str | Path | Sequence[str | Path], variables: MappingABC[str, Any] | None = None
+) -> Spec:
+    """Load and validate a spec from YAML files (Jinja rendered with ``variables``)."""
+    from .loader import load_files
+
+    flat: list[str | Path] = []
+    for p in paths:
+        flat.extend(p if isinstance(p, (list, tuple)) else [p])  # type: ignore[arg-type]
+    loaded = load_files(flat, dict(variables or {}))
+    return Spec.from_data(loaded.data, loaded.sources)

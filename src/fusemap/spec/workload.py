@@ -1,0 +1,281 @@
+"""Workload spec: a cascade of Einsums (verbose or concise form), as written in YAML."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from pydantic import Field, field_validator, model_validator
+
+from .base import Expr, SpecModel, sequence_of
+
+_RANK = re.compile(r"^[A-Z][A-Za-z0-9_]*$")
+_VAR = re.compile(r"^[a-z][A-Za-z0-9_]*$")
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+class TensorAccess(SpecModel):
+    """How one Einsum reads or writes one tensor."""
+
+    name: str
+    """Tensor name."""
+    projection: list[str | int] | dict[str, str | int] = Field(default_factory=list)
+    """Index expression per rank: a list (rank = upper-cased variable) or {Rank: expr}."""
+    output: bool = False
+    """True if the Einsum writes this tensor."""
+    bits_per_value: Expr | None = None
+    """Bits per value of this tensor (overrides the workload's bits_per_value)."""
+    persistent: bool = False
+    """The tensor must live in its backing storage for the whole workload."""
+    backing_storage_size_scale: Expr = 1
+    """Declared for compatibility; has no effect (as in the reference tool)."""
+
+    @field_validator("projection", mode="before")
+    @classmethod
+    def _projection_items(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            return {str(k): (str(v) if not isinstance(v, int) else v) for k, v in value.items()}
+        return value
+
+    def ranks(self) -> dict[str, str]:
+        """{Rank: index expression} with list projections expanded."""
+        if isinstance(self.projection, dict):
+            return {k: str(v) for k, v in self.projection.items()}
+        out: dict[str, str] = {}
+        for item in self.projection:
+            text = str(item).strip()
+            if not _VAR.match(text):
+                raise ValueError(
+                    f"tensor {self.name}: list projection entries must be rank variables, "
+                    f"got '{text}' (write 'Rank: {text}')"
+                )
+            out[text.upper()] = text
+        return out
+
+
+class RenameEntry(SpecModel):
+    """One rename: a new name for the tensor set (or rank variables) given by ``source``."""
+
+    name: str
+    """The new name, usable in expressions of this Einsum (e.g. ``input``)."""
+    source: Expr
+    """Set expression choosing what the name stands for."""
+    expected_count: Expr | None = None
+    """If given, how many elements the set must have (an expression)."""
+
+
+def _rename_list(value: Any) -> Any:
+    if isinstance(value, dict):
+        return [{"name": k, "source": v} for k, v in value.items()]
+    return value
+
+
+class Einsum(SpecModel):
+    """One Einsum of the workload."""
+
+    name: str = ""
+    """Unique name; defaults to the output tensor's name in concise form."""
+    einsum: str | None = None
+    """Concise form, e.g. ``Z[m, n] = A[m, k] * B[k, n]``."""
+    tensor_accesses: list[TensorAccess] = Field(default_factory=list)
+    """The tensors read and written (verbose form)."""
+    iteration_space_shape: list[str] = Field(default_factory=list)
+    """Extra constraints on rank variables, e.g. ``0 <= r < 3`` (ANDed)."""
+    rank_sizes: dict[str, Expr] = Field(default_factory=dict)
+    """Rank sizes for this Einsum only (added to the workload's)."""
+    renames: list[RenameEntry] = Field(default_factory=list)
+    """Names for tensor sets of this Einsum: {new: set_expr} or a list of entries."""
+    is_copy_operation: bool = False
+    """A copy: one input moved to the output's location, no computes."""
+    n_instances: Expr = 1
+    """How many times this Einsum runs (scales its metrics)."""
+
+    _field_renames = field_validator("renames", mode="before")(lambda cls, v: _rename_list(v))
+
+    @field_validator("iteration_space_shape", mode="before")
+    @classmethod
+    def _shape_list(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return [value]
+        if isinstance(value, dict):
+            return list(value.values())
+        return value
+
+    @model_validator(mode="before")
+    @classmethod
+    def _concise(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            value = {"einsum": value}
+        if isinstance(value, dict) and value.get("einsum") is not None:
+            value = dict(value)
+            name, accesses = parse_concise(str(value["einsum"]))
+            if value.get("tensor_accesses"):
+                raise ValueError("give either 'einsum' or 'tensor_accesses', not both")
+            value["tensor_accesses"] = accesses
+            value.setdefault("name", name)
+        return value
+
+    @model_validator(mode="after")
+    def _check(self) -> Einsum:
+        if not self.name:
+            raise ValueError("an Einsum needs a name")
+        if self.name == "Total":
+            raise ValueError("'Total' is reserved and cannot name an Einsum")
+        outputs = [t.name for t in self.tensor_accesses if t.output]
+        if not outputs:
+            raise ValueError(f"Einsum {self.name} has no output tensor")
+        seen = set()
+        for t in self.tensor_accesses:
+            if t.name in seen:
+                raise ValueError(f"Einsum {self.name} names tensor {t.name} twice")
+            seen.add(t.name)
+            for rank, expr in t.ranks().items():
+                if not _RANK.match(rank):
+                    raise ValueError(f"rank names start with an uppercase letter, got '{rank}'")
+                for var in _IDENT.findall(str(expr)):
+                    if not _VAR.match(var):
+                        raise ValueError(
+                            f"rank variables start with a lowercase letter, got '{var}' "
+                            f"in {t.name}[{rank}: {expr}]"
+                        )
+        if self.is_copy_operation:
+            inputs = [t for t in self.tensor_accesses if not t.output]
+            if len(inputs) != 1:
+                raise ValueError(f"copy Einsum {self.name} needs exactly one input")
+        return self
+
+    @property
+    def inputs(self) -> list[str]:
+        """Names of the tensors read."""
+        return [t.name for t in self.tensor_accesses if not t.output]
+
+    @property
+    def outputs(self) -> list[str]:
+        """Names of the tensors written."""
+        return [t.name for t in self.tensor_accesses if t.output]
+
+    @property
+    def tensors(self) -> list[str]:
+        """All tensor names, in declaration order."""
+        return [t.name for t in self.tensor_accesses]
+
+    def access(self, tensor: str) -> TensorAccess:
+        """The access of ``tensor`` (KeyError if absent)."""
+        for t in self.tensor_accesses:
+            if t.name == tensor:
+                return t
+        raise KeyError(tensor)
+
+    @property
+    def rank_variables(self) -> list[str]:
+        """Rank variables in order of first appearance in the projections."""
+        out: list[str] = []
+        for t in self.tensor_accesses:
+            for expr in t.ranks().values():
+                for var in _IDENT.findall(str(expr)):
+                    if var not in out:
+                        out.append(var)
+        return out
+
+
+_TENSOR = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\s*\[([^\]]*)\]")
+
+
+def parse_concise(text: str) -> tuple[str, list[dict]]:
+    """``"Z[m, n] = A[m, k] * B[k, n]"`` -> (name, tensor accesses); operators are ignored."""
+    if text.count("=") != 1 or "==" in text:
+        raise ValueError(f"expected 'Out[...] = In[...] ...', got '{text}'")
+    lhs, rhs = text.split("=")
+    outs = _TENSOR.findall(lhs)
+    if len(outs) != 1 or _TENSOR.sub("", lhs).strip():
+        raise ValueError(f"the left side of '{text}' must be one tensor, e.g. Z[m, n]")
+    accesses = [_access(outs[0], output=True)]
+    for name, index in _TENSOR.findall(rhs):
+        if any(a["name"] == name for a in accesses):
+            continue
+        accesses.append(_access((name, index), output=False))
+    return outs[0][0], accesses
+
+
+def _access(found: tuple[str, str], output: bool) -> dict:
+    name, index = found
+    projection: dict[str, str] = {}
+    for entry in (e.strip() for e in index.split(",")):
+        if not entry:
+            continue
+        if ":" in entry:
+            rank, expr = (s.strip() for s in entry.split(":", 1))
+        else:
+            rank, expr = entry.upper(), entry
+        projection[rank] = expr
+    return {"name": name, "projection": projection, "output": output}
+
+
+class RenameEinsum(SpecModel):
+    """Renames applied to Einsums (only the ``default`` entry is used)."""
+
+    name: str
+    """Einsum name, or ``default`` for every Einsum."""
+    tensor_accesses: list[RenameEntry] = Field(default_factory=list)
+    """Names for tensor sets."""
+    rank_variables: list[RenameEntry] = Field(default_factory=list)
+    """Names for rank-variable sets."""
+
+    _lists = field_validator("tensor_accesses", "rank_variables", mode="before")(
+        lambda cls, v: _rename_list(v)
+    )
+
+
+class Renames(SpecModel):
+    """Top-level renames."""
+
+    einsums: list[RenameEinsum] = Field(default_factory=list)
+    """Per-Einsum rename entries; ``default`` applies to all."""
+
+    def default(self) -> RenameEinsum | None:
+        """The ``default`` entry, if any."""
+        return next((e for e in self.einsums if e.name == "default"), None)
+
+
+class Workload(SpecModel):
+    """A cascade of Einsums with shared rank sizes and bit widths."""
+
+    rank_sizes: dict[str, Expr] = Field(default_factory=dict)
+    """Rank -> size; implies 0 <= projection < size."""
+    iteration_space_shape: dict[str, str] = Field(default_factory=dict)
+    """Rank variable -> constraint, e.g. ``0 <= m < 128``."""
+    bits_per_value: dict[str, Expr] = Field(default_factory=dict)
+    """Set expression -> bits per value."""
+    persistent_tensors: Expr | None = None
+    """Set expression of tensors that stay in their backing storage throughout."""
+    n_instances: Expr = 1
+    """Repeats the whole workload (scales all metrics)."""
+    einsums: list[Einsum] = Field(default_factory=list)
+    """The Einsums, in program order (nested lists are flattened)."""
+
+    @field_validator("einsums", mode="before")
+    @classmethod
+    def _flatten(cls, value: Any) -> Any:
+        return sequence_of(value) if isinstance(value, list) else value
+
+    @field_validator("iteration_space_shape", mode="before")
+    @classmethod
+    def _shape_text(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: str(v) for k, v in value.items()}
+        return value
+
+    @model_validator(mode="after")
+    def _unique(self) -> Workload:
+        names = [e.name for e in self.einsums]
+        dup = {n for n in names if names.count(n) > 1}
+        if dup:
+            raise ValueError(f"Einsum names must be unique: {', '.join(sorted(dup))} repeated")
+        return self
+
+    def einsum(self, name: str) -> Einsum:
+        """The Einsum called ``name``."""
+        for e in self.einsums:
+            if e.name == name:
+                return e
+        raise KeyError(name)
