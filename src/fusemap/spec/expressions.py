@@ -414,12 +414,7 @@ class _Interpreter:
         return getattr(self, "_" + type(node).__name__)(node, env)
 
     def _Name(self, node: ast.Name, env: dict[str, Any]) -> Any:
-        if node.id in env:
-            return env[node.id]
-        if node.id not in self.scope:
-            names = self.scope.names() | set(env)
-            raise ExpressionError(f"unknown name '{node.id}'{_suggest(node.id, names)}")
-        return self.scope.lookup(node.id)
+        return env[node.id] if node.id in env else self.scope.lookup(node.id)
 
     def _Dict(self, node: ast.Dict, env: dict[str, Any]) -> Any:
         pairs = zip(node.keys, node.values, strict=True)

@@ -41,6 +41,8 @@ class TensorSet(ExprObject):
         kind: SetKind = "tensor",
         facts: Mapping[str, TensorFacts] | None = None,
     ):
+        if isinstance(items, str) or isinstance(space, str):
+            raise TypeError("TensorSet takes iterables of names, not a single string")
         items = frozenset(items)
         object.__setattr__(self, "items", items)
         object.__setattr__(self, "space", items | frozenset(space or ()))
@@ -49,9 +51,6 @@ class TensorSet(ExprObject):
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError("TensorSet is immutable")
-
-    def _with(self, items: Iterable[str], space: frozenset[str] | None = None) -> TensorSet:
-        return TensorSet(items, self.space if space is None else space, self.kind, self.facts)
 
     def _combine(self, other: Any, op: Callable[[frozenset[str], frozenset[str]], Any]) -> Any:
         if not isinstance(other, TensorSet):
@@ -80,7 +79,7 @@ class TensorSet(ExprObject):
         return self._combine(other, frozenset.__xor__)
 
     def __invert__(self) -> TensorSet:
-        return self._with(self.space - self.items)
+        return TensorSet(self.space - self.items, self.space, self.kind, self.facts)
 
     def __len__(self) -> int:
         return len(self.items)
