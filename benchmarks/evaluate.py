@@ -26,11 +26,16 @@ SHARED = HERE.parent.parent / "shared"
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seconds", type=float, default=3.0)
-    ap.add_argument("--arch", default=str(SHARED / "corpus/accelforge-examples/arches/tpu_v4i.yaml"))
+    ap.add_argument(
+        "--arch", default=str(SHARED / "corpus/accelforge-examples/arches/tpu_v4i.yaml")
+    )
     args = ap.parse_args()
     t0 = time.perf_counter()
-    spec = load_spec(args.arch, HERE / "data/three_matmuls_renamed.yaml",
-                     HERE / "data/tpu_fused_3mm.mapping.yaml")
+    spec = load_spec(
+        args.arch,
+        HERE / "data/three_matmuls_renamed.yaml",
+        HERE / "data/tpu_fused_3mm.mapping.yaml",
+    )
     workload = resolve_workload(spec)
     arch = ArchEvaluator(spec, workload)
     first = evaluate_mapping(spec, workload=workload, arch=arch)
@@ -47,11 +52,15 @@ def main() -> None:
     tracemalloc.stop()
     rate = n / elapsed
     print(f"load + first evaluation: {setup * 1e3:.1f} ms")
-    print(f"evaluations: {n} in {elapsed:.2f} s -> {rate:.0f} per second "
-          f"({1e3 / rate:.2f} ms each; target >= 500/s)")
+    print(
+        f"evaluations: {n} in {elapsed:.2f} s -> {rate:.0f} per second "
+        f"({1e3 / rate:.2f} ms each; target >= 500/s)"
+    )
     print(f"peak traced memory during the loop: {peak / 1e6:.2f} MB")
-    print(f"energy {first.energy:.6g} J, latency {first.latency:.6g} s, "
-          f"GlobalBuffer usage {first.components['GlobalBuffer'].usage:.3%}")
+    print(
+        f"energy {first.energy:.6g} J, latency {first.latency:.6g} s, "
+        f"GlobalBuffer usage {first.components['GlobalBuffer'].usage:.3%}"
+    )
 
 
 if __name__ == "__main__":
