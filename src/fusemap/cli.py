@@ -68,12 +68,16 @@ def check(
         evaluator.components(e.name)
     if spec.mapping is not None:
         from .model.chains import branch_chains, build_chain
+        from .spec.mapping_check import check_mapping, node_locations
 
+        check_mapping(spec, wl)
+        where = node_locations(spec)
         for name, nodes in branch_chains(spec.mapping).items():
-            info = wl.einsum(name) if name in {e.name for e in wl.einsums} else None
-            if info is None:
-                raise FusemapError(f"the mapping computes unknown Einsum '{name}'")
-            build_chain(nodes, info, wl, evaluator.flat(name, nodes[-1].component))  # type: ignore[attr-defined]
+            flat = evaluator.flat(name, nodes[-1].component)  # type: ignore[attr-defined]
+            try:
+                build_chain(nodes, wl.einsum(name), wl, flat)
+            except FusemapError as err:  # the model does not know where nodes were written
+                raise err.located(where[id(nodes[-1])]) from None
     print_group(check_summary(spec, wl))
     typer.echo("OK: the spec is valid.")
 
@@ -118,10 +122,17 @@ def evaluate(
     from .model.evaluate import evaluate_mapping
     from .report.io import write_atomic
     from .report.tables import print_group, result_tables
+    from .spec.mapping_check import check_mapping
+    from .spec.resolve import resolve_workload
 
     spec = _load([arch, workload, mapping], define)
     spec.require("arch", "workload", "mapping")
-    result = evaluate_mapping(spec)
+    wl = resolve_workload(spec)
+    check_mapping(spec, wl)
+    try:
+        result = evaluate_mapping(spec, workload=wl)
+    except FusemapError as err:  # the model does not know where nodes were written
+        raise err.located(spec.locate("mapping")) from None
     if not quiet:
         print_group(result_tables(result))
     if json_out:
@@ -164,19 +175,34 @@ def main() -> None:
     except FusemapError as err:
         if _state["debug"]:
             raise
-        typer.echo(f"error: {err}", err=True)
+        # One line, whatever the message quotes (a multi-line expression, YAML text).
+        typer.echo("error: " + " ".join(str(err).splitlines()), err=True)
         sys.exit(2)
     except (typer.Exit, SystemExit) as ex:
         sys.exit(getattr(ex, "exit_code", getattr(ex, "code", 0)))
-    except Exception as err:  # click usage errors and the like
-        import click
-
-        if isinstance(err, click.exceptions.ClickException):
-            err.show()
+    except typer.Abort:
+        sys.exit(130)
+    except Exception as err:
+        if isinstance(err, _usage_error_type()):  # bad command-line usage
+            err.show()  # type: ignore[attr-defined]
             sys.exit(2)
-        if isinstance(err, click.exceptions.Abort):
-            sys.exit(130)
-        raise
+        if _state["debug"]:
+            raise
+        text = " ".join(f"{type(err).__name__}: {err}".splitlines())
+        typer.echo(
+            f"error: internal error, please report it: {text} (--debug shows the traceback)",
+            err=True,
+        )
+        sys.exit(1)
+
+
+def _usage_error_type() -> type[Exception]:
+    """The exception class of command-line usage errors (recent typer vendors click)."""
+    try:
+        from typer._click.exceptions import ClickException
+    except ImportError:  # older typer: the click package
+        from click.exceptions import ClickException  # type: ignore[no-redef]
+    return ClickException
 
 
 if __name__ == "__main__":

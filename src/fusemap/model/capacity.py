@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from ..spec import mapping as M
 from ..spec.errors import InvalidMappingError
 from .chains import Chain, ComputeStep, HolderStep, LoopStep
-from .reuse import TileCounter, tile_values
+from .reuse import tile_counter, tile_values
 
 
 @dataclass(frozen=True)
@@ -38,7 +38,7 @@ class ReservationInfo:
 
 def reservations(chain: Chain) -> list[ReservationInfo]:
     """The reservations of one chain (one Einsum)."""
-    counter = TileCounter(chain, chain.steps, frozenset())
+    counter = tile_counter(chain, chain.steps, frozenset())
     steps = chain.steps
     out: list[ReservationInfo] = []
     for tensor in chain.einsum.tensors:

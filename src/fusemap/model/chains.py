@@ -61,6 +61,7 @@ class Chain:
     steps: list[Step]
     node_ids: list[int] = field(default_factory=list)  # mapping-node identity per step
     workload_bits: dict[str, float] = field(default_factory=dict)  # tensor -> bits per value
+    cache: dict = field(default_factory=dict, repr=False)  # memo for the counting code
 
     @property
     def compute(self) -> ComputeStep:

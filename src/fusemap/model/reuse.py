@@ -8,7 +8,9 @@ factorization) is counted exactly, the same way for every tensor, relevant or no
 
 Spatial loops count like temporal ones for totals. For per-instance counts (latency)
 and for multicast / spatial reduction, a spatial loop keeps one tile per parent tile
-(``one`` mode): its instances work in parallel, or share one transfer.
+(``one`` mode): its instances work in parallel, or share one transfer. A shared transfer
+is one read (write) at the parent, but each instance of a holder below still writes
+(reads) its own copy, and each starts its own partial sums (its first fills are skipped).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from ..spec.errors import InvalidMappingError
 from .chains import Chain, ComputeStep, HolderStep, LoopStep
 
 Dist = tuple[tuple[int, int], ...]
@@ -63,7 +66,9 @@ def linearize(chain: Chain, tensor: str) -> list[LoopStep | HolderStep | Compute
     """The chain seen by one tensor: its holders, all loops, spatial loops moved down.
 
     A spatial loop moves to just above the first holder of the tensor (or the compute
-    leaf) at or below its fanout's level in the architecture.
+    leaf) at or below its fanout's level in the architecture. It may not move past a
+    temporal loop over the same rank variable when that variable indexes the tensor
+    (the tiles would be cut in the wrong order): that raises ``InvalidMappingError``.
     """
     base = [s for s in chain.steps if not (isinstance(s, HolderStep) and s.tensor != tensor)]
     out: list = []
@@ -72,12 +77,30 @@ def linearize(chain: Chain, tensor: str) -> list[LoopStep | HolderStep | Compute
         if isinstance(s, LoopStep) and s.spatial:
             waiting.append(s)
             continue
+        if isinstance(s, LoopStep):
+            _check_not_reordered(chain, tensor, s, waiting)
         if isinstance(s, (HolderStep, ComputeStep)):
             ready = [w for w in waiting if s.level >= w.level]
             waiting = [w for w in waiting if s.level < w.level]
             out.extend(ready)
         out.append(s)
     return out
+
+
+def _check_not_reordered(chain: Chain, tensor: str, loop: LoopStep, waiting: list) -> None:
+    """A spatial loop may not move below a temporal loop over the same indexing variable."""
+    for w in waiting:
+        if (
+            w.rank_variable == loop.rank_variable
+            and chain.einsum.relevance(tensor, loop.rank_variable) != "irrelevant"
+        ):
+            raise InvalidMappingError(
+                f"Einsum {chain.einsum.name}: the !Spatial loop over '{w.rank_variable}' "
+                f"({w.component}.{w.dimension}) is written above a storage level that lies "
+                f"above {w.component}, so it would move below the !Temporal loop over "
+                f"'{loop.rank_variable}' that follows it; write the spatial loop below "
+                "that storage node"
+            )
 
 
 class TileCounter:
@@ -97,6 +120,15 @@ class TileCounter:
         self.dists.append(current)
 
 
+def tile_counter(chain: Chain, steps: list, one_mode: frozenset[int]) -> TileCounter:
+    """A (cached) :class:`TileCounter`: tensors often see the same linearized chain."""
+    key = (tuple(id(s) for s in steps), one_mode)
+    found = chain.cache.get(key)
+    if found is None:
+        found = chain.cache[key] = TileCounter(chain, steps, one_mode)
+    return found
+
+
 def tile_values(chain: Chain, tensor: str, sizes: dict[str, int]) -> float:
     """Dense box occupancy of ``tensor`` when each rank variable spans ``sizes[v]``."""
     proj = chain.einsum.projections[tensor]
@@ -105,19 +137,28 @@ def tile_values(chain: Chain, tensor: str, sizes: dict[str, int]) -> float:
 
 def tensor_variables(chain: Chain, tensor: str) -> list[str]:
     """Rank variables that index ``tensor`` (relevant or partially relevant)."""
-    out: list[str] = []
-    for expr in chain.einsum.projections[tensor].values():
-        out += [v for v in expr.variables if v not in out]
-    return out
+    key = ("vars", tensor)
+    found = chain.cache.get(key)
+    if found is None:
+        found = []
+        for expr in chain.einsum.projections[tensor].values():
+            found += [v for v in expr.variables if v not in found]
+        chain.cache[key] = found
+    return found
 
 
 def fill_count(chain: Chain, tensor: str, dists: dict[str, Dist]) -> float:
     """Values delivered into all tiles at a point: sum over tiles of the tile's size."""
     used = tensor_variables(chain, tensor)
-    total = 0.0
-    for combo in itertools.product(*(dists[v] for v in used)):
-        sizes = {v: size for v, (size, _) in zip(used, combo, strict=True)}
-        total += math.prod(c for _, c in combo) * tile_values(chain, tensor, sizes)
+    if all(len(dists[v]) == 1 for v in used):  # perfectly factorized: one tile size
+        total = tile_values(chain, tensor, {v: dists[v][0][0] for v in used})
+        for v in used:
+            total *= dists[v][0][1]
+    else:
+        total = 0.0
+        for combo in itertools.product(*(dists[v] for v in used)):
+            sizes = {v: size for v, (size, _) in zip(used, combo, strict=True)}
+            total += math.prod(c for _, c in combo) * tile_values(chain, tensor, sizes)
     for v, d in dists.items():
         if v not in used:
             total *= n_tiles(d)
@@ -165,23 +206,33 @@ def count_tensor(
         for i, s in enumerate(steps)
         if isinstance(s, (HolderStep, ComputeStep)) and not (isinstance(s, HolderStep) and s.toll)
     ]
-    counter = TileCounter(chain, steps, one_mode)
+    counter = tile_counter(chain, steps, one_mode)
     # Parent-directed traffic of each holder (fills, write-backs, skipped first reads).
-    fills, backs, skips = [], [], []
+    # Under a multicast / reduction loop the parent sends (receives) one copy, but every
+    # instance of the holder still writes (reads) its own: ``ratios`` holds that factor.
+    fills, backs, skips, ratios = [], [], [], []
+    above = 1.0  # instances of the reduction loops above the current holder's parent
     for k, (i, s) in enumerate(holders):
         backing = k == 0 and isinstance(s, HolderStep)
+        own = fill_count(chain, tensor, counter.dists[i])
         multicast = _multicast_loops(steps, i, holders, k, tensor, info, may_reuse)
-        if multicast:
-            dists = TileCounter(chain, steps, one_mode | multicast).dists[i]
+        if multicast and not backing:
+            dists = tile_counter(chain, steps, one_mode | multicast).dists[i]
+            amount = fill_count(chain, tensor, dists)
         else:
-            dists = counter.dists[i]
-        amount = fill_count(chain, tensor, dists)
+            amount = own
+        ratio = own / amount if amount else 1.0
+        ratios.append(ratio)
+        # First visits ignore irrelevant loops, except reduction loops above the parent:
+        # each of their instances starts its own partial sums.
+        first = first_visit_count(chain, tensor, counter.dists[i]) * above if is_output else 0.0
         if isinstance(s, ComputeStep):
             fills.append(0.0 if copy_output else amount)
             backs.append(amount if is_output else 0.0)
             skip = is_output and not copy_output and skip_output.get(s.component, True)
-            skips.append(first_visit_count(chain, tensor, counter.dists[i]) if skip else 0.0)
+            skips.append(first if skip else 0.0)
             continue
+        above *= ratio
         if backing:
             fills.append(0.0)
             backs.append(0.0)
@@ -190,14 +241,15 @@ def count_tensor(
         fills.append(amount)
         backs.append(amount if is_output else 0.0)
         skip = is_output and skip_output.get(s.component, True)
-        skips.append(first_visit_count(chain, tensor, counter.dists[i]) if skip else 0.0)
+        skips.append(first if skip else 0.0)
     traffic = TensorTraffic(tensor)
     for k, (i, s) in enumerate(holders):
         if isinstance(s, ComputeStep):
             break
         child = k + 1
-        traffic.add("write", s.component, fills[k] - skips[k] + backs[child])
-        traffic.add("read", s.component, backs[k] + fills[child] - skips[child])
+        own = ratios[k]  # this holder's own fills / write-backs, all instances
+        traffic.add("write", s.component, (fills[k] - skips[k]) * own + backs[child])
+        traffic.add("read", s.component, backs[k] * own + fills[child] - skips[child])
         traffic.skipped_reads[s.component] = skips[child]
         # Tolls between this holder and its child charge what crosses them.
         for j in range(i + 1, holders[child][0]):
@@ -245,13 +297,13 @@ def operations(chain: Chain, one_mode: Iterable[int] = ()) -> float:
     """Compute operations (per instance when spatial loops are in ``one_mode``)."""
     if chain.einsum.is_copy:
         return 0.0
-    counter = TileCounter(chain, chain.steps, frozenset(one_mode))
+    counter = tile_counter(chain, chain.steps, frozenset(one_mode))
     return math.prod(n_tiles(d) for d in counter.dists[-1].values())
 
 
 def fanout_usage(chain: Chain) -> dict[tuple[str, str], int]:
     """Instances used per (component, dimension): product of its spatial loops' trip counts."""
-    counter = TileCounter(chain, chain.steps, frozenset())
+    counter = tile_counter(chain, chain.steps, frozenset())
     used: dict[tuple[str, str], int] = {}
     for i, s in enumerate(chain.steps):
         if isinstance(s, LoopStep) and s.spatial:

@@ -12,6 +12,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
+from functools import cached_property
 
 from .errors import SpecError
 
@@ -23,7 +24,7 @@ class Affine:
     coeffs: tuple[tuple[str, int], ...]
     const: int = 0
 
-    @property
+    @cached_property
     def variables(self) -> tuple[str, ...]:
         """Rank variables with a non-zero coefficient."""
         return tuple(v for v, _ in self.coeffs)
@@ -32,7 +33,7 @@ class Affine:
         """Coefficient of ``var`` (0 if absent)."""
         return dict(self.coeffs).get(var, 0)
 
-    @property
+    @cached_property
     def is_single_variable(self) -> bool:
         """True for a bare ``v`` (coefficient 1, no constant): the rank var is Relevant."""
         return len(self.coeffs) == 1 and self.coeffs[0][1] == 1 and self.const == 0

@@ -6,7 +6,7 @@ from typing import Annotated, Any, ClassVar, Literal, Union
 
 from pydantic import Discriminator, Field, Tag, field_validator, model_validator
 
-from .base import Expr, SpecModel, register
+from .base import Expr, PathValueError, SpecModel, register
 
 
 class Action(SpecModel):
@@ -259,12 +259,21 @@ class Arch(SpecModel):
     @model_validator(mode="after")
     def _unique_names(self) -> Arch:
         seen: set[str] = set()
-        for node in self.leaves():
-            if node.name in seen:
-                raise ValueError(f"component names must be unique: '{node.name}' repeated")
-            seen.add(node.name)
+
+        def walk(nodes: list, path: tuple) -> None:
+            for i, n in enumerate(nodes):
+                if isinstance(n, Fork):
+                    walk(n.nodes, (*path, i, "nodes"))
+                    continue
+                if n.name in seen:
+                    raise PathValueError(
+                        f"component names must be unique: '{n.name}' repeated", (*path, i)
+                    )
+                seen.add(n.name)
+
+        walk(self.nodes, ("nodes",))
         if not any(isinstance(n, Compute) for n in self.leaves()):
-            raise ValueError("the architecture has no !Compute node")
+            raise PathValueError("the architecture has no !Compute node", ("nodes",))
         return self
 
     def leaves(self) -> list[Leaf]:

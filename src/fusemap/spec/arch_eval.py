@@ -14,10 +14,11 @@ from typing import Any
 
 from . import arch as A
 from .errors import ExpressionError, FusemapError, Location, SpecError
-from .expressions import ExprObject, Scope, evaluate_fields
+from .expressions import ExprObject, Scope, evaluate_fields, parse_expression
 from .resolve import EinsumInfo, WorkloadInfo
 from .sets import TensorSet, evaluate_set_expression, evaluate_set_keyed_dict
 from .spec import Spec
+from .values import QuotedStr
 
 _SCALARS = (
     "size",
@@ -46,11 +47,12 @@ class ActionCost:
     bits_per_action: float
     values_per_action: Mapping[str, float]
     missing: str | None = None
+    location: Location | None = field(default=None, repr=False, compare=False)
 
     def energy_per_action(self, component: str) -> float:
         """Energy, or a clear error when the spec does not give it."""
         if self.energy is None:
-            raise SpecError(f"component {component}: {self.missing}")
+            raise SpecError(f"component {component}: {self.missing}", self.location)
         return self.energy
 
 
@@ -284,17 +286,17 @@ class ArchEvaluator:
         )
         comp = ComponentInfo(name, kind, node, spatial, location=where)
         if kind == "container":
-            comp.area = _num(fields.get("area", node.area), name, "area", where)
+            comp.area = _num(fields.get("area", node.area), self.locate(name, "area"))
             comp.leak_power = _num(
-                fields.get("leak_power", node.leak_power), name, "leak_power", where
+                fields.get("leak_power", node.leak_power), self.locate(name, "leak_power")
             )
             return comp
         dummy = node.component_class == "Dummy"
         plugin = node.component_class not in (None, "Dummy")
         comp.enabled = bool(fields["enabled"])
-        comp.actions_scale = _num(fields["actions_scale"], name, "actions_scale", where)
+        comp.actions_scale = _num(fields["actions_scale"], self.locate(name, "actions_scale"))
         comp.n_parallel_instances = _num(
-            fields["n_parallel_instances"], name, "n_parallel_instances", where
+            fields["n_parallel_instances"], self.locate(name, "n_parallel_instances")
         )
         comp.fields = fields
         for key in ("area", "leak_power"):
@@ -307,8 +309,9 @@ class ArchEvaluator:
                         f"fusemap does not run; give '{key}' in the spec"
                     )
                 value = 0
-            scale = _num(fields[f"{key}_scale"], name, f"{key}_scale", where)
-            setattr(comp, key, _num(value, name, key, where) * scale * comp.n_parallel_instances)
+            scale = _num(fields[f"{key}_scale"], self.locate(name, f"{key}_scale"))
+            at = self.locate(name, key)
+            setattr(comp, key, _num(value, at) * scale * comp.n_parallel_instances)
         if kind in ("memory", "toll"):
             keep, may = self._keep(node, set_scope, info)
             comp.keep, comp.may_keep = keep.items, may.items
@@ -320,10 +323,10 @@ class ArchEvaluator:
                     location_of_key=lambda k: self.locate(name, "bits_per_value", k),
                 )
                 comp.bits_per_value = {
-                    t: _num(v, name, "bits_per_value", where) for t, v in found.items()
+                    t: _num(v, self.locate(name, "bits_per_value")) for t, v in found.items()
                 }
         if kind == "memory":
-            comp.size = _num(fields["size"], name, "size", where)
+            comp.size = _num(fields["size"], self.locate(name, "size"))
         if kind in ("memory", "compute"):
             comp.skip_initial_output_write = bool(fields["skip_initial_output_write"])
         if kind == "toll":
@@ -337,6 +340,13 @@ class ArchEvaluator:
                 node, i, act, scope, fields, comp_bpa, comp_vpa, space, dummy, plugin
             )
         comp.latency_scope = scope
+        latency = node.total_latency
+        if isinstance(latency, str) and not isinstance(latency, QuotedStr):
+            # Evaluated by the model once actions are counted; check its text now.
+            try:
+                parse_expression(latency)
+            except ExpressionError as err:
+                raise err.located(self.locate(name, "total_latency")) from None
         return comp
 
     def _action(self, node, i, act, scope, fields, comp_bpa, comp_vpa, space, dummy, plugin):
@@ -370,26 +380,33 @@ class ArchEvaluator:
                 missing = f"action '{act.name}' has no energy (give 'energy' in the spec)"
         else:
             energy = (
-                _num(energy, name, "energy", where)
-                * _num(fields["energy_scale"], name, "energy_scale", where)
-                * _num(vals["energy_scale"], name, "energy_scale", where)
+                _num(energy, self.locate(name, "actions", i, "energy"))
+                * _num(fields["energy_scale"], self.locate(name, "energy_scale"))
+                * _num(vals["energy_scale"], self.locate(name, "actions", i, "energy_scale"))
             )
         if dummy and energy is None:
             energy = 0.0
         tp = vals["throughput"]
         if tp is None and vals["latency"] is not None:
-            tp = 1 / _num(vals["latency"], name, "latency", where)
-        tp = math.inf if tp is None else _num(tp, name, "throughput", where)
+            tp = 1 / _num(vals["latency"], self.locate(name, "actions", i, "latency"))
+        tp = math.inf if tp is None else _num(tp, self.locate(name, "actions", i, "throughput"))
         tp *= (
-            _num(fields["throughput_scale"], name, "throughput_scale", where)
-            * _num(vals["throughput_scale"], name, "throughput_scale", where)
-            * _num(fields["n_parallel_instances"], name, "n_parallel_instances", where)
+            _num(fields["throughput_scale"], self.locate(name, "throughput_scale"))
+            * _num(vals["throughput_scale"], self.locate(name, "actions", i, "throughput_scale"))
+            * _num(fields["n_parallel_instances"], self.locate(name, "n_parallel_instances"))
         )
         bpa = vals["bits_per_action"] if vals["bits_per_action"] is not None else comp_bpa
-        bpa = 1 if bpa is None else _num(bpa, name, "bits_per_action", where)
+        bpa_at = (
+            self.locate(name, "actions", i, "bits_per_action")
+            if vals["bits_per_action"] is not None
+            else self.locate(name, "bits_per_action")
+        )
+        bpa = 1 if bpa is None else _num(bpa, bpa_at)
         vpa = dict(comp_vpa)
         vpa.update(self._values_per_action(act.values_per_action, scope, space, name, where))
-        return ActionCost(act.name, energy, tp, bpa, vpa, missing)
+        at = self.locate(name, "actions", i)
+        at = Location(at.file, at.line, f"{name}.actions.{act.name}")
+        return ActionCost(act.name, energy, tp, bpa, vpa, missing, at)
 
     def _values_per_action(self, raw, scope, space, name, where) -> dict[str, float]:
         if raw is None:
@@ -397,7 +414,7 @@ class ArchEvaluator:
         if not isinstance(raw, dict):
             raw = {"All": raw}
         found = evaluate_set_keyed_dict(raw, scope, space=space, location_of_key=lambda k: where)
-        return {t: _num(v, name, "values_per_action", where) for t, v in found.items()}
+        return {t: _num(v, _with_key(where, f"{name}.values_per_action")) for t, v in found.items()}
 
     def _direction(self, node: A.Toll, scope: Scope, space: TensorSet) -> dict[str, str]:
         loc = self.locate(node.name, "direction")
@@ -429,29 +446,32 @@ class ArchEvaluator:
             may = evaluate_set_expression(dim.may_reuse, scope, space=space, location=loc)
         else:
             may = reuse if dim.reuse is not None else space
-        fanout = _num(vals["fanout"], node.name, "fanout", loc)
+        fanout = _num(vals["fanout"], self.locate(node.name, "spatial", i, "fanout"))
         return SpatialInfo(
             dim.name,
             int(fanout),
             may.items,
             reuse.items,
-            _num(vals["usage_scale"], node.name, "usage_scale", loc),
+            _num(vals["usage_scale"], self.locate(node.name, "spatial", i, "usage_scale")),
             bool(vals["power_gateable"]),
-            _num(vals["min_usage"], node.name, "min_usage", loc),
+            _num(vals["min_usage"], self.locate(node.name, "spatial", i, "min_usage")),
             dim.loop_bounds,
         )
 
 
-def _num(value: Any, component: str, key: str, where: Location | None) -> float:
+def _num(value: Any, where: Location | None) -> float:
+    """``value`` if it is a number, else a located "expected a number" error."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         shown = repr(value) if isinstance(value, str) else type(value).__name__
-        raise SpecError(f"expected a number, got {shown}", _loc(where, component, key))
+        raise SpecError(f"expected a number, got {shown}", where)
+    if isinstance(value, int) and value.bit_length() > 1023:
+        raise SpecError("number too large (over 2**1023)", where)  # the model uses floats
     return value
 
 
-def _loc(where: Location | None, component: str, key: str) -> Location:
+def _with_key(where: Location | None, key: str) -> Location:
     where = where or Location()
-    return Location(where.file, where.line, f"{component}.{key}")
+    return Location(where.file, where.line, key)
 
 
 def arch_error(err: FusemapError, where: Location) -> FusemapError:

@@ -40,6 +40,17 @@ class SpecModel(BaseModel):
 M = TypeVar("M", bound=BaseModel)
 
 
+class PathValueError(ValueError):
+    """A validation failure about a part of the object, e.g. ``("nodes", 3)``.
+
+    Raise it from a validator so the error points at that part, not the whole object.
+    """
+
+    def __init__(self, message: str, path: tuple[str | int, ...] = ()):
+        super().__init__(message)
+        self.path = path
+
+
 def _show(value: Any) -> str:
     text = repr(value) if isinstance(value, str) else type(value).__name__
     if isinstance(value, (int, float, bool)):
@@ -156,9 +167,19 @@ def validate(
     except ValidationError as exc:
         errors = exc.errors()
         # Prefer errors that name a concrete key over union noise.
-        errors.sort(key=lambda e: (e["type"].startswith("union"), -len(e["loc"])))
+        # A misspelled key is both unknown and missing: name the unknown one.
+        errors.sort(
+            key=lambda e: (
+                e["type"].startswith("union"),
+                -len(e["loc"]),
+                e["type"] != "extra_forbidden",
+            )
+        )
         err = errors[0]
         loc = tuple(err["loc"])
+        cause = (err.get("ctx") or {}).get("error")
+        if isinstance(cause, PathValueError):
+            loc += cause.path
         path = root + _data_path(data, loc)
         message, _ = _message(err, model, loc)
         sources = sources or SourceMap()

@@ -99,25 +99,23 @@ class SourceMap:
 
 
 def describe_path(path: Sequence[str | int], data: object = None) -> str:
-    """A readable key for a data path: the innermost ``name``d object, then the rest.
+    """A readable key for a data path: the innermost named arch node or Einsum, then the rest.
 
     ``("arch", "nodes", 1, "size")`` reads ``GlobalBuffer.size`` when node 1 is named
-    GlobalBuffer, else ``arch.nodes[1].size``.
+    GlobalBuffer, else ``arch.nodes[1].size``; ``("arch", "nodes", 3, "actions", 0,
+    "energy")`` reads ``MAC.actions[0].energy``. Only elements of ``nodes`` lists under
+    ``arch`` and of ``einsums`` lists under ``workload`` lend their names (a mapping
+    node's ``name`` is a fanout dimension, an action's name is not unique).
     """
     start, parts, node = 0, [], data
+    section = path[0] if path else None
     for i, step in enumerate(path):
         try:
             node = node[step]  # type: ignore[index]
         except (KeyError, IndexError, TypeError):
             node = None
         name = node.get("name") if isinstance(node, dict) else None
-        if (
-            isinstance(name, str)
-            and i < len(path) - 1
-            or isinstance(name, str)
-            and i == len(path) - 1
-            and isinstance(step, int)
-        ):
+        if isinstance(name, str) and isinstance(step, int) and _named_list(section, path[:i]):
             start, parts = i + 1, [name]
     for step in path[start:]:
         parts.append(f"[{step}]" if isinstance(step, int) else str(step))
@@ -125,3 +123,13 @@ def describe_path(path: Sequence[str | int], data: object = None) -> str:
     for p in parts:
         text += p if (not text or p.startswith("[")) else "." + p
     return text
+
+
+def _named_list(section: object, before: Sequence[str | int]) -> bool:
+    """Whether the list at ``before`` holds named arch nodes or Einsums."""
+    keys = [k for k in before if isinstance(k, str)]
+    if section == "arch":
+        return bool(keys) and keys[-1] == "nodes"
+    if section == "workload":
+        return keys == ["workload", "einsums"]
+    return False

@@ -12,6 +12,7 @@ import glob
 import logging
 import os
 import re
+import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,8 +31,6 @@ log = logging.getLogger("fusemap")
 MAX_NODES = 2_000_000
 _NAME_TAG = re.compile(r"^![A-Z][A-Za-z0-9_]*$")
 _DEFINE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*=(.*)$", re.S)
-_TOKEN = "__fusemap_include_"
-_PLACEHOLDER = re.compile(r"^(__fusemap_include_\d+__)((?:\.[^.]+)*)$")
 _CORE = "tag:yaml.org,2002:"
 Loc = tuple[str, int]
 
@@ -51,6 +50,12 @@ class LoadedSpec:
     data: dict[str, Any]
     sources: SourceMap
     files: list[str] = field(default_factory=list)
+    anchor_holders: set[str] = field(default_factory=set)
+    """Top-level keys whose value defines a YAML anchor (``key: &name ...``).
+
+    Pasted helper text (``include_text``) uses such keys only to hold anchors for later
+    aliases; the spec ignores them when they are not spec keys.
+    """
 
 
 class _Map:
@@ -100,7 +105,8 @@ def load_files(
         data = _finish(combined, (), sources)
     except RecursionError:
         raise SpecError("spec nested too deeply") from None
-    return LoadedSpec(data, sources, session.files)
+    holders = {k for k, f in owner.items() if (f, k) in session.anchor_holders}
+    return LoadedSpec(data, sources, session.files, holders)
 
 
 def parse_define(text: str) -> tuple[str, Any]:
@@ -124,6 +130,10 @@ class _Session(TemplateHost):
         self.variables = variables
         self.registry: dict[str, _Included] = {}
         self.nodes = 0
+        # Placeholders carry a random part, so no text of a spec can pose as one.
+        self.token = f"__fusemap_include_{secrets.token_hex(8)}_"
+        self.placeholder = re.compile(rf"^({re.escape(self.token)}\d+__)((?:\.[^.]+)*)$")
+        self.anchor_holders: set[tuple[str, str]] = set()  # (file, top-level key)
 
     def load(self, file: str, variables: Mapping[str, Any], top: bool = False) -> Any:
         """Render and parse ``file``; returns its tree with placeholders and merges done."""
@@ -137,7 +147,7 @@ class _Session(TemplateHost):
 
     def register(self, docs: list[tuple[str, Any]], keys: str, many: bool) -> str:
         """Remember included documents; the returned token stands for them in YAML."""
-        token = f"{_TOKEN}{len(self.registry)}__"
+        token = f"{self.token}{len(self.registry)}__"
         parts = tuple(k for k in str(keys).split(".") if k) if keys else ()
         self.registry[token] = _Included(docs, parts, many)
         return token
@@ -178,12 +188,22 @@ class _Converter:
             raise SpecError(f"YAML syntax error: {e}", Location(self.file)) from None
         if root is None:
             return _Map() if top else None
+        if top and isinstance(root, MappingNode):
+            for key_node, value_node in root.value:
+                # ``key: &anchor value`` defines the anchor here (an alias would point
+                # back to a node written earlier in the text).
+                defined_here = value_node.start_mark.index > key_node.start_mark.index
+                if getattr(value_node, "anchor", None) and defined_here:
+                    self.session.anchor_holders.add((self.file, str(key_node.value)))
         try:
             _check_size(root, self.session.nodes)
             tree = self.convert(root)
             _merges(tree)
         except RecursionError:
             raise SpecError("document nested too deeply", Location(self.file)) from None
+        except FusemapError as e:  # e.g. "document too large": at least name the file
+            e.located(Location(self.file))
+            raise
         if top and not isinstance(tree, _Map):
             kind = "a list" if isinstance(tree, _Seq) else f"{tree!r}"
             where = Location(*self.loc(root))
@@ -239,7 +259,7 @@ class _Converter:
             raise SpecError("mapping keys must be plain values", Location(*self.loc(node)))
         if node.ctag is not None and node.ctag.handle is not None:
             self.bad_tag(node, _show_tag(node))
-        if _TOKEN in node.value:
+        if self.session.token in node.value:
             raise SpecError("an include() placeholder cannot be a key", Location(*self.loc(node)))
         return str(node.value)
 
@@ -261,7 +281,7 @@ class _Converter:
             value = _plain_scalar(text, node.tag)
         else:
             value = str(text).replace("\a", "")  # ruamel marks folds with BEL
-        if isinstance(value, str) and _TOKEN in value:
+        if isinstance(value, str) and self.session.token in value:
             return self.placeholder(value, where)
         return value
 
@@ -295,7 +315,7 @@ class _Converter:
             raise e.located(Location(*where)) from None
 
     def placeholder(self, text: str, where: Loc) -> Any:
-        match = _PLACEHOLDER.match(text)
+        match = self.session.placeholder.match(text)
         entry = self.session.registry.get(match.group(1)) if match else None
         if match is None or entry is None:
             msg = f"an include() result must be a whole value (optionally followed by .key), got {text!r}"

@@ -7,6 +7,7 @@ are usable from Python. ``Mapping.to_yaml()`` writes tags, so a mapping loads ba
 from __future__ import annotations
 
 import io
+import re
 from collections.abc import Iterator
 from typing import Annotated, Any, Literal, Union
 
@@ -258,9 +259,29 @@ def _node_data(node: MappingNode) -> dict[str, Any]:
 
 
 def dump_yaml(data: Any) -> str:
-    """Write plain data as YAML; dicts with a ``type`` key become tagged mappings."""
+    """Write plain data as YAML; dicts with a ``type`` key become tagged mappings.
+
+    Spec files are rendered with Jinja before YAML parsing, so strings holding ``{``
+    (``{{ }}``, ``{% %}``, ``{# #}``), line breaks or other unprintable characters are
+    written as double-quoted scalars with escapes (``\\x7b`` for ``{``): the text loads
+    back unchanged.
+    """
     from ruamel.yaml import YAML
     from ruamel.yaml.comments import CommentedMap, CommentedSeq
+
+    quoted: dict[str, str] = {}
+    prefix = "__fusemap_quoted_"
+    while _mentions(data, prefix):
+        prefix += "_"
+
+    def scalar(value: Any) -> Any:
+        if isinstance(value, str):
+            value = str(value)  # a QuotedStr from the loader is a plain string here
+        if isinstance(value, str) and _needs_escapes(value):
+            token = f"{prefix}{len(quoted)}__"
+            quoted[token] = _double_quoted(value)
+            return token
+        return value
 
     def convert(value: Any) -> Any:
         if isinstance(value, dict):
@@ -268,7 +289,7 @@ def dump_yaml(data: Any) -> str:
             tag = value.get("type")
             for k, v in value.items():
                 if k != "type" or not isinstance(tag, str):
-                    out[k] = convert(v)
+                    out[scalar(k)] = convert(v)
             if isinstance(tag, str):
                 out.yaml_set_ctag(_ctag(f"!{tag}"))
             return out
@@ -277,13 +298,56 @@ def dump_yaml(data: Any) -> str:
             if value and all(isinstance(v, (str, int, float)) for v in value):
                 seq.fa.set_flow_style()
             return seq
-        return value
+        return scalar(value)
 
     yaml = YAML(typ="rt")
     yaml.default_flow_style = False
+    yaml.width = 4096
     buf = io.StringIO()
     yaml.dump(convert(data), buf)
-    return buf.getvalue()
+    text = buf.getvalue()
+    if quoted:
+        pattern = re.compile(re.escape(prefix) + r"\d+__")
+        text = pattern.sub(lambda m: quoted[m.group(0)], text)
+    return text
+
+
+_ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\t": "\\t", "\r": "\\r", "{": "\\x7b"}
+
+
+_BREAKS = "\x85\u2028\u2029\ufeff"
+"""Printable characters that YAML or Jinja may still read as line breaks or a BOM."""
+
+
+def _needs_escapes(text: str) -> bool:
+    return "{" in text or not all(c.isprintable() and c not in _BREAKS for c in text)
+
+
+def _double_quoted(text: str) -> str:
+    """``text`` as a YAML double-quoted scalar with no ``{`` and only printable characters."""
+    out = []
+    for c in text:
+        if c in _ESCAPES:
+            out.append(_ESCAPES[c])
+        elif c.isprintable() and c not in _BREAKS:
+            out.append(c)
+        elif ord(c) < 0x100:
+            out.append(f"\\x{ord(c):02x}")
+        elif ord(c) < 0x10000:
+            out.append(f"\\u{ord(c):04x}")
+        else:
+            out.append(f"\\U{ord(c):08x}")
+    return '"' + "".join(out) + '"'
+
+
+def _mentions(value: Any, text: str) -> bool:
+    if isinstance(value, str):
+        return text in value
+    if isinstance(value, dict):
+        return any(_mentions(k, text) or _mentions(v, text) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_mentions(v, text) for v in value)
+    return False
 
 
 def _ctag(text: str) -> Any:

@@ -130,22 +130,30 @@ def resolve_workload(spec: Spec) -> WorkloadInfo:
     assert wl is not None
     variables = evaluate_variables(spec)
     base = Scope(variables)
+    # Rank sizes may refer to each other (``XT: ceil(M / X)``), like sibling fields.
+    raw_sizes = evaluate_fields(
+        wl.rank_sizes, base, locate=lambda r: spec.locate("workload", "rank_sizes", r)
+    )
     sizes = {
-        r: _number(evaluate(v, base, location=spec.locate("workload", "rank_sizes", r)), r)
-        for r, v in wl.rank_sizes.items()
+        r: _number(v, r, spec.locate("workload", "rank_sizes", r)) for r, v in raw_sizes.items()
     }
     # Bounds of rank variables per Einsum.
     bounds: dict[str, dict[str, int]] = {}
     projections: dict[str, dict[str, dict[str, Affine]]] = {}
     for i, e in enumerate(wl.einsums):
-        where = spec.locate("workload", "einsums", i)
+        where = spec.locate_einsum(i)
         projections[e.name] = {
             t.name: {r: _affine(x, variables, where) for r, x in t.ranks().items()}
             for t in e.tensor_accesses
         }
         local = dict(sizes)
-        for r, v in e.rank_sizes.items():
-            local[r] = _number(evaluate(v, base, location=where), r)
+        own = evaluate_fields(
+            e.rank_sizes,
+            base.child(sizes),
+            locate=lambda r, i=i: spec.locate_einsum(i, "rank_sizes", r),
+        )
+        for r, v in own.items():
+            local[r] = _number(v, r, spec.locate_einsum(i, "rank_sizes", r))
         bounds[e.name] = _einsum_bounds(
             e, projections[e.name], local, wl.iteration_space_shape, variables, where
         )
@@ -168,17 +176,36 @@ def resolve_workload(spec: Spec) -> WorkloadInfo:
         t: TensorInfo(info.name, info.ranks, info.shape, bits[t], info.writers, info.readers)
         for t, info in tensors.items()
     }
-    n_inst = _number(
-        evaluate(wl.n_instances, base, location=spec.locate("workload", "n_instances")),
-        "n_instances",
-    )
+    where = spec.locate("workload", "n_instances")
+    n_inst = _number(evaluate(wl.n_instances, base, location=where), "n_instances", where)
     return WorkloadInfo(tuple(einsums), final, n_inst, variables)
 
 
-def _number(value: Any, what: str) -> float:
+def _number(value: Any, what: str, where: Location | None = None) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ExpressionError(f"{what}: expected a number, got {value!r}")
+        shown = repr(value) if isinstance(value, str) else type(value).__name__
+        if where is not None and where.key:
+            raise ExpressionError(f"expected a number, got {shown}", where)
+        raise ExpressionError(f"{what}: expected a number, got {shown}", where)
+    if isinstance(value, int):
+        if value.bit_length() > _MAX_BITS:
+            where = where if where is not None and where.key else Location(key=what)
+            raise ExpressionError("number too large (over 2**1023)", where)
+        return value
     return int(value) if float(value).is_integer() else value
+
+
+_MAX_BITS = 1023
+"""Integers must fit a float: the model computes with floats."""
+
+
+def _key(where: Location, key: str) -> Location:
+    """``where`` with a key naming ``key`` inside the object it locates."""
+    return Location(where.file, where.line, f"{where.key}.{key}" if where.key else key)
+
+
+def _with_key(where: Location, key: str) -> Location:
+    return Location(where.file, where.line, key)
 
 
 def _affine(text: Any, variables: Mapping[str, Any], where: Location) -> Affine:
@@ -218,12 +245,12 @@ def _einsum_bounds(
         lo, hi = box[var]
         if math.isinf(lo) or math.isinf(hi):
             raise SpecError(
-                f"Einsum {e.name}: rank variable '{var}' is unbounded; give its rank a size "
+                f"rank variable '{var}' is unbounded; give its rank a size "
                 f"(rank_sizes) or constrain it (iteration_space_shape: {{{var}: 0 <= {var} < N}})",
                 where,
             )
         if hi < lo:
-            raise SpecError(f"Einsum {e.name}: rank variable '{var}' has an empty range", where)
+            raise SpecError(f"rank variable '{var}' has an empty range", where)
         out[var] = int(hi - lo + 1)
     return out
 
@@ -250,7 +277,7 @@ def _tensor_shapes(spec: Spec, proj, bounds, sizes) -> dict[str, TensorInfo]:
                 raise SpecError(
                     f"tensor {t.name} has ranks {list(known.ranks)} in one Einsum and "
                     f"{list(ranks)} in Einsum {e.name}",
-                    spec.locate("workload", "einsums", i),
+                    spec.locate_einsum(i),
                 )
             if known is not None:  # keep the largest extent per rank over all Einsums
                 shape = [max(a, b) for a, b in zip(known.shape, shape, strict=True)]
@@ -266,7 +293,7 @@ def _tensor_shapes(spec: Spec, proj, bounds, sizes) -> dict[str, TensorInfo]:
 def _einsum_info(
     spec: Spec, index: int, e: Einsum, bounds, proj, tensors, facts, base: Scope
 ) -> EinsumInfo:
-    where = spec.locate("workload", "einsums", index)
+    where = spec.locate_einsum(index)
     names = tuple(e.tensors)
     space = TensorSet(frozenset(names), frozenset(names), "tensor", facts)
 
@@ -285,8 +312,9 @@ def _einsum_info(
         ),
     }
     rv_space = frozenset(bounds)
-    for t in names:
-        sets[t] = subset([t])
+    for t in tensors:  # every tensor of the workload; empty if this Einsum does not use it
+        if t in names or t not in sets:
+            sets[t] = subset([t])
     for v in bounds:
         sets[v] = TensorSet(frozenset([v]), rv_space, "rank_variable", facts)
     persistent = frozenset(a.name for a in e.tensor_accesses if a.persistent)
@@ -294,7 +322,7 @@ def _einsum_info(
     wl = spec.workload
     assert wl is not None
     if wl.persistent_tensors is not None:
-        renamed = _renames(spec, e, scope, space, where)
+        renamed = _renames(spec, index, e, scope, space)
         persistent |= evaluate_set_expression(
             wl.persistent_tensors,
             base.child(sets, renamed),
@@ -303,9 +331,11 @@ def _einsum_info(
         ).items
     sets["Persistent"] = subset(persistent)
     scope = base.child(sets)
-    renamed = _renames(spec, e, scope, space, where)
+    renamed = _renames(spec, index, e, scope, space)
     sets.update(renamed)
-    n_inst = _number(evaluate(e.n_instances, scope, location=where), "n_instances")
+    n_inst = _number(
+        evaluate(e.n_instances, scope, location=where), "n_instances", _key(where, "n_instances")
+    )
     return EinsumInfo(
         e.name,
         index,
@@ -323,25 +353,27 @@ def _einsum_info(
 
 
 def _renames(
-    spec: Spec, e: Einsum, scope: Scope, space: TensorSet, where: Location
+    spec: Spec, index: int, e: Einsum, scope: Scope, space: TensorSet
 ) -> dict[str, TensorSet]:
     """Per-Einsum renames first, then the top-level ``default`` entry for names not set."""
-    entries = list(e.renames)
+    own_at = spec.locate_einsum(index, "renames")
+    entries = [(r, own_at) for r in e.renames]
     default = spec.renames.default() if spec.renames else None
-    own = {r.name for r in entries}
+    own = {r.name for r in e.renames}
     if default:
-        entries += [r for r in default.tensor_accesses if r.name not in own]
+        at = spec.locate("renames")
+        entries += [(r, at) for r in default.tensor_accesses if r.name not in own]
     out: dict[str, TensorSet] = {}
-    for r in entries:
+    for r, at in entries:
         inner = scope.child(out)
-        value = evaluate_set_expression(r.source, inner, space=space, location=where)
+        value = evaluate_set_expression(r.source, inner, space=space, location=at)
         if r.expected_count is not None:
-            want = evaluate(r.expected_count, inner, location=where)
+            want = evaluate(r.expected_count, inner, location=at)
             if len(value) != want:
                 raise SpecError(
-                    f"Einsum {e.name}: rename '{r.name}' = {r.source} has {len(value)} "
-                    f"tensor(s) {value!r}, expected {want}",
-                    where,
+                    f"rename '{r.name}' = {r.source} has {len(value)} tensor(s) {value!r} "
+                    f"in Einsum {e.name}, expected {want}",
+                    at,
                 )
         out[r.name] = value
     return out
@@ -369,19 +401,23 @@ def _bits_per_value(spec: Spec, einsums: list[EinsumInfo], base: Scope) -> dict[
                 value = evaluate(
                     a.bits_per_value,
                     info.scope,
-                    location=spec.locate("workload", "einsums", info.index),
+                    location=spec.locate_einsum(info.index),
                 )
             if value is None:
                 raise SpecError(
                     f"tensor {a.name} has no bits_per_value (add it to workload.bits_per_value)",
                     spec.locate("workload", "bits_per_value"),
                 )
-            value = _number(value, f"bits_per_value of {a.name}")
+            value = _number(
+                value,
+                f"bits_per_value of {a.name}",
+                _with_key(spec.locate("workload", "bits_per_value"), f"{a.name}.bits_per_value"),
+            )
             if a.name in bits and bits[a.name] != value:
                 raise SpecError(
                     f"tensor {a.name} has {bits[a.name]} bits per value in one Einsum and "
                     f"{value} in Einsum {e.name}",
-                    spec.locate("workload", "einsums", info.index),
+                    spec.locate_einsum(info.index),
                 )
             bits[a.name] = value
     return bits

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping as MappingABC
 from collections.abc import Sequence
 from pathlib import Path
@@ -14,6 +15,8 @@ from .base import SpecModel, validate
 from .errors import Location, SourceMap, SpecError
 from .mapping import Mapping
 from .workload import Renames, Workload
+
+log = logging.getLogger("fusemap")
 
 
 class Config(SpecModel):
@@ -64,6 +67,8 @@ class Spec(SpecModel):
 
     _sources: SourceMap = PrivateAttr(default_factory=SourceMap)
     _data: Any = PrivateAttr(default=None)
+    _files: list[str] = PrivateAttr(default_factory=list)
+    _einsum_paths: list[tuple[str | int, ...]] | None = PrivateAttr(default=None)
 
     @property
     def sources(self) -> SourceMap:
@@ -74,12 +79,52 @@ class Spec(SpecModel):
         """Location of a data path, e.g. ``spec.locate("arch", "nodes", 1, "size")``."""
         return self._sources.locate(path, self._data)
 
+    def einsum_path(self, index: int) -> tuple[str | int, ...]:
+        """Data path of the ``index``-th Einsum (the YAML list may nest lists of Einsums)."""
+        if self._einsum_paths is None:
+            self._einsum_paths = self._find_einsum_paths()
+        found = self._einsum_paths
+        return found[index] if index < len(found) else ("workload", "einsums", index)
+
+    def _find_einsum_paths(self) -> list[tuple[str | int, ...]]:
+        found: list[tuple[str | int, ...]] = []
+
+        def walk(items: Any, path: tuple[str | int, ...]) -> None:
+            for i, item in enumerate(items):
+                if isinstance(item, list):
+                    walk(item, (*path, i))
+                else:
+                    found.append((*path, i))
+
+        data = self._data.get("workload") if isinstance(self._data, MappingABC) else None
+        einsums = data.get("einsums") if isinstance(data, MappingABC) else None
+        if isinstance(einsums, list):
+            walk(einsums, ("workload", "einsums"))
+        return found
+
+    def locate_einsum(self, index: int, *keys: str | int) -> Location:
+        """Location of a field of the ``index``-th Einsum (after flattening nested lists).
+
+        The key starts with the Einsum's name (concise Einsums have no ``name:`` key).
+        """
+        where = self.locate(*self.einsum_path(index), *keys)
+        einsums = self.workload.einsums if self.workload is not None else []
+        if index < len(einsums):
+            key = ".".join([einsums[index].name, *(str(k) for k in keys)])
+            where = Location(where.file, where.line, key)
+        return where
+
     def require(self, *parts: str) -> None:
         """Fail clearly when a needed part (arch, workload, mapping) is missing."""
         for part in parts:
             if getattr(self, part) is None:
-                files = ", ".join(sorted({f for f, _ in self._sources.entries.values()}))
-                raise SpecError(f"no '{part}:' section found in {files or 'the given files'}")
+                used = {f for f, _ in self._sources.entries.values()}
+                files = self._files or sorted(used)
+                message = f"no '{part}:' section found in {', '.join(files) or 'the given files'}"
+                empty = [f for f in self._files if f not in used]
+                if empty:
+                    message += f" ({', '.join(empty)} defines nothing)"
+                raise SpecError(message)
 
     @classmethod
     def from_data(cls, data: Any, sources: SourceMap | None = None) -> Spec:
@@ -101,10 +146,21 @@ def load_spec(
     *paths: str | Path | Sequence[str | Path], variables: MappingABC[str, Any] | None = None
 ) -> Spec:
     """Load and validate a spec from YAML files (Jinja rendered with ``variables``)."""
+    from .jinja_env import expand_paths
     from .loader import load_files
 
     flat: list[str | Path] = []
     for p in paths:
         flat.extend(p if isinstance(p, (list, tuple)) else [p])  # type: ignore[arg-type]
     loaded = load_files(flat, dict(variables or {}))
-    return Spec.from_data(loaded.data, loaded.sources)
+    data = loaded.data
+    holders = [k for k in data if k in loaded.anchor_holders and k not in Spec.model_fields]
+    if holders:
+        # Unknown top-level keys are errors, except those that only hold a YAML anchor
+        # (``input_sliced: &input_sliced {...}``, pasted in by include_text): they are
+        # templates for aliases elsewhere, not spec content.
+        log.info("ignoring top-level anchor holders: %s", ", ".join(holders))
+        data = {k: v for k, v in data.items() if k not in holders}
+    spec = Spec.from_data(data, loaded.sources)
+    spec._files = expand_paths(flat)
+    return spec

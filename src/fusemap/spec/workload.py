@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import Field, field_validator, model_validator
 
-from .base import Expr, SpecModel, sequence_of
+from .base import Expr, PathValueError, SpecModel, sequence_of
 
 _RANK = re.compile(r"^[A-Z][A-Za-z0-9_]*$")
 _VAR = re.compile(r"^[a-z][A-Za-z0-9_]*$")
@@ -125,18 +125,28 @@ class Einsum(SpecModel):
         if not outputs:
             raise ValueError(f"Einsum {self.name} has no output tensor")
         seen = set()
-        for t in self.tensor_accesses:
+        for j, t in enumerate(self.tensor_accesses):
             if t.name in seen:
-                raise ValueError(f"Einsum {self.name} names tensor {t.name} twice")
+                raise PathValueError(
+                    f"Einsum {self.name} names tensor {t.name} twice", ("tensor_accesses", j)
+                )
             seen.add(t.name)
-            for rank, expr in t.ranks().items():
+            where = ("tensor_accesses", j, "projection")
+            try:
+                ranks = t.ranks()
+            except ValueError as err:
+                raise PathValueError(str(err), where) from None
+            for rank, expr in ranks.items():
                 if not _RANK.match(rank):
-                    raise ValueError(f"rank names start with an uppercase letter, got '{rank}'")
+                    raise PathValueError(
+                        f"rank names start with an uppercase letter, got '{rank}'", where
+                    )
                 for var in _IDENT.findall(str(expr)):
                     if not _VAR.match(var):
-                        raise ValueError(
+                        raise PathValueError(
                             f"rank variables start with a lowercase letter, got '{var}' "
-                            f"in {t.name}[{rank}: {expr}]"
+                            f"in {t.name}[{rank}: {expr}]",
+                            where,
                         )
         if self.is_copy_operation:
             inputs = [t for t in self.tensor_accesses if not t.output]
@@ -252,6 +262,18 @@ class Workload(SpecModel):
     """Repeats the whole workload (scales all metrics)."""
     einsums: list[Einsum] = Field(default_factory=list)
     """The Einsums, in program order (nested lists are flattened)."""
+    version: Any = None
+    """Format version written by older spec files (e.g. ``"0.5"``); ignored."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _old_names(cls, value: Any) -> Any:
+        """``shape:`` is the older name of ``iteration_space_shape``."""
+        if isinstance(value, dict) and "shape" in value:
+            if "iteration_space_shape" in value:
+                raise ValueError("give either 'shape' or 'iteration_space_shape', not both")
+            value = {("iteration_space_shape" if k == "shape" else k): v for k, v in value.items()}
+        return value
 
     @field_validator("einsums", mode="before")
     @classmethod
@@ -267,10 +289,14 @@ class Workload(SpecModel):
 
     @model_validator(mode="after")
     def _unique(self) -> Workload:
-        names = [e.name for e in self.einsums]
-        dup = {n for n in names if names.count(n) > 1}
-        if dup:
-            raise ValueError(f"Einsum names must be unique: {', '.join(sorted(dup))} repeated")
+        seen: set[str] = set()
+        for i, e in enumerate(self.einsums):
+            if e.name in seen:
+                # The index counts flattened Einsums; nested lists make it approximate.
+                raise PathValueError(
+                    f"Einsum names must be unique: {e.name} repeated", ("einsums", i)
+                )
+            seen.add(e.name)
         return self
 
     def einsum(self, name: str) -> Einsum:

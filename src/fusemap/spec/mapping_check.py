@@ -1,0 +1,137 @@
+"""Names in a LoopTree mapping checked against the workload and the architecture.
+
+The model checks the same things, but it works on node objects and cannot say where a
+node was written. This pass runs first (the CLI calls it before the model) and reports,
+e.g.: ``map.yaml:12: mapping.nodes[3].tensors: unknown tensor 'Zz' (did you mean 'Z'?)``.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable, Iterator
+
+from . import arch as A
+from . import mapping as M
+from .errors import InvalidMappingError, Location, SpecError
+from .resolve import WorkloadInfo
+from .spec import Spec
+
+_KIND = {A.Memory: "memory", A.Toll: "toll", A.Compute: "compute unit", A.Container: "container"}
+
+
+def mapping_nodes(spec: Spec) -> Iterator[tuple[M.MappingNode, tuple[str | int, ...]]]:
+    """Every node of the spec's mapping with its data path, parents first."""
+
+    def walk(node: M.MappingNode, path: tuple[str | int, ...]):
+        yield node, path
+        for i, child in enumerate(getattr(node, "nodes", [])):
+            yield from walk(child, (*path, "nodes", i))
+
+    if spec.mapping is not None:
+        for i, child in enumerate(spec.mapping.nodes):
+            yield from walk(child, ("mapping", "nodes", i))
+
+
+def node_locations(spec: Spec) -> dict[int, Location]:
+    """``id(node)`` -> where the node was written."""
+    return {id(node): spec.locate(*path) for node, path in mapping_nodes(spec)}
+
+
+def check_mapping(spec: Spec, workload: WorkloadInfo) -> None:
+    """Raise a located error for the first bad name in the mapping."""
+    spec.require("arch", "mapping")
+    assert spec.arch is not None and spec.mapping is not None
+    arch = spec.arch
+    leaves = {n.name: n for n in arch.leaves()}
+    einsums = {e.name: e for e in workload.einsums}
+    paths = dict((id(n), p) for n, p in mapping_nodes(spec))
+
+    def where(node: M.MappingNode, key: str | None = None) -> Location:
+        path = paths[id(node)]
+        return spec.locate(*path, *([key] if key else []))
+
+    def component(node: M.MappingNode, name: str, want: type, label: str) -> A.Leaf:
+        found = leaves.get(name)
+        if found is None:
+            raise SpecError(
+                f"unknown component '{name}'{_suggest(name, leaves)}", where(node, "component")
+            )
+        if not isinstance(found, want):
+            raise SpecError(
+                f"!{node.type} names {name}, which is a {_KIND[type(found)]}, not a {label}",  # type: ignore[attr-defined]
+                where(node, "component"),
+            )
+        return found
+
+    computes: dict[str, M.Compute] = {}
+    for node, _ in mapping_nodes(spec):
+        if isinstance(node, M.Storage | M.Toll):
+            want, label = (A.Toll, "toll") if isinstance(node, M.Toll) else (A.Memory, "memory")
+            component(node, node.component, want, label)
+            for t in node.tensors:
+                if t not in workload.tensors:
+                    raise SpecError(
+                        f"unknown tensor '{t}'{_suggest(t, workload.tensors)}",
+                        where(node, "tensors"),
+                    )
+        elif isinstance(node, M.Spatial):
+            comp = component(node, node.component, object, "component")
+            dims = [d.name for d in getattr(comp, "spatial", [])]
+            if node.name not in dims:
+                has = f"dimensions {', '.join(dims)}" if dims else "no spatial fanout"
+                raise SpecError(
+                    f"{node.component} has no fanout dimension '{node.name}' (it has {has})",
+                    where(node, "name"),
+                )
+        elif isinstance(node, M.Compute):
+            if node.einsum not in einsums:
+                raise SpecError(
+                    f"unknown Einsum '{node.einsum}'{_suggest(node.einsum, einsums)}",
+                    where(node, "einsum"),
+                )
+            component(node, node.component, A.Compute, "compute unit")
+            if node.einsum in computes:
+                raise InvalidMappingError(
+                    f"Einsum {node.einsum} has two !Compute nodes", where(node, "einsum")
+                )
+            computes[node.einsum] = node
+    missing = [e for e in einsums if e not in computes]
+    if missing:
+        raise InvalidMappingError(
+            f"the mapping has no !Compute node for Einsum(s) {', '.join(missing)}",
+            spec.locate("mapping"),
+        )
+    for branch in spec.mapping.branches():
+        leaf = branch[-1] if branch else None
+        if not isinstance(leaf, M.Compute):
+            raise InvalidMappingError(
+                "a branch of the mapping does not end in a !Compute node",
+                where(leaf) if leaf is not None else spec.locate("mapping"),
+            )
+        info = einsums[leaf.einsum]
+        on_path = [n.name for n in arch.path_to(leaf.component)]
+        for node in branch[:-1]:
+            if isinstance(node, M.Compute):
+                raise InvalidMappingError(
+                    f"!Compute for Einsum {node.einsum} must be the last node of its branch",
+                    where(node),
+                )
+            if isinstance(node, M.Temporal | M.Spatial) and node.rank_variable not in info.bounds:
+                raise InvalidMappingError(
+                    f"Einsum {info.name} has no rank variable '{node.rank_variable}' (it has "
+                    f"{', '.join(info.rank_variables)}; loops above a split must use rank "
+                    "variables of every Einsum below it)",
+                    where(node, "rank_variable"),
+                )
+            name = getattr(node, "component", None)
+            if name is not None and name not in on_path:
+                raise InvalidMappingError(
+                    f"component '{name}' is not on the architecture path to {leaf.component} "
+                    f"(used by Einsum {info.name}); the path is {' -> '.join(on_path)}",
+                    where(node, "component"),
+                )
+
+
+def _suggest(name: str, names: Iterable[str]) -> str:
+    close = difflib.get_close_matches(name, sorted(names), n=1)
+    return f" (did you mean '{close[0]}'?)" if close else ""
