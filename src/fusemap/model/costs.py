@@ -10,7 +10,7 @@ from ..spec.errors import ExpressionError, FusemapError, InvalidMappingError
 from ..spec.expressions import ExprObject, evaluate
 from .chains import Chain
 from .result import ActionResult, ComponentUse, EinsumResult
-from .reuse import count_tensor, fanout_usage, operations
+from .reuse import TensorTraffic, count_tensor, fanout_usage, operations
 
 
 @dataclass
@@ -48,17 +48,20 @@ def einsum_costs(chain: Chain, scale: float) -> EinsumResult:
     result = EinsumResult(info.name, compute_unit=chain.compute.component)
     result.fanout_usage = {f"{c}.{d}": float(n) for (c, d), n in used.items()}
     totals = {t: _traffic(chain, t, may_reuse, frozenset(), skip) for t in info.tensors}
-    per_unit_cache: dict[frozenset[int], dict] = {frozenset(): totals}
+    per_unit_cache: dict[tuple[frozenset[int], str], TensorTraffic] = {}
     latencies: dict[str, float] = {}
     for level, comp in enumerate(arch.path):
         if comp.kind == "container":
             continue
         mode = modes[level]
-        if mode not in per_unit_cache:
-            per_unit_cache[mode] = {
-                t: _traffic(chain, t, may_reuse, mode, skip) for t in info.tensors
-            }
-        per_unit = per_unit_cache[mode]
+        per_unit: dict[str, TensorTraffic] = {}
+        for t in info.tensors:  # per-instance counts, only where this component holds t
+            if not mode or comp.name not in totals[t].reads and comp.name not in totals[t].writes:
+                per_unit[t] = totals[t]
+                continue
+            if (mode, t) not in per_unit_cache:
+                per_unit_cache[mode, t] = _traffic(chain, t, may_reuse, mode, skip)
+            per_unit[t] = per_unit_cache[mode, t]
         use = ComponentUse(comp.name, comp.kind)
         n_calls: dict[str, float] = {a: 0.0 for a in comp.actions}
         if comp.kind == "compute":
@@ -137,11 +140,9 @@ def _latency(comp: ComponentInfo, n_calls: dict[str, float]) -> float:
         try:
             value = evaluate(comp.node.total_latency, scope)
         except FusemapError as err:
-            raise err.located(comp.location or err.location) from None
+            raise err.located(comp.latency_location or err.location) from None
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ExpressionError(
-                f"{comp.name}.total_latency: expected a number, got {value!r}", comp.location
-            )
+            raise ExpressionError(f"expected a number, got {value!r}", comp.latency_location)
     return value * comp.actions_scale
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from ..spec.arch_eval import ArchEvaluator
 from ..spec.errors import InvalidMappingError
 from ..spec.mapping import Mapping
+from ..spec.mapping_check import check_mapping
 from ..spec.resolve import WorkloadInfo, resolve_workload
 from ..spec.spec import Spec
 from .capacity import check_capacity, memory_usage
@@ -32,17 +33,21 @@ def evaluate_mapping(
     assert mapping is not None
     workload = workload or resolve_workload(spec)
     arch = arch or ArchEvaluator(spec, workload)
+    if mapping is spec.mapping and spec._checked_with is not workload:
+        check_mapping(spec, workload)  # names checked with file and line where written
+        spec._checked_with = workload
     by_einsum = branch_chains(mapping)
-    missing = [e.name for e in workload.einsums if e.name not in by_einsum]
-    if missing:
-        raise InvalidMappingError(
-            f"the mapping has no !Compute node for Einsum(s) {', '.join(missing)}"
-        )
-    unknown = [e for e in by_einsum if e not in {x.name for x in workload.einsums}]
+    known = {e.name for e in workload.einsums}
+    unknown = [e for e in by_einsum if e not in known]
     if unknown:
         raise InvalidMappingError(
             f"!Compute names unknown Einsum '{unknown[0]}' (the workload has "
             f"{', '.join(e.name for e in workload.einsums)})"
+        )
+    missing = [e.name for e in workload.einsums if e.name not in by_einsum]
+    if missing:
+        raise InvalidMappingError(
+            f"the mapping has no !Compute node for Einsum(s) {', '.join(missing)}"
         )
     order = [name for name in by_einsum]  # mapping order = execution order
     chains = []

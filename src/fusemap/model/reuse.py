@@ -131,8 +131,18 @@ def tile_counter(chain: Chain, steps: list, one_mode: frozenset[int]) -> TileCou
 
 def tile_values(chain: Chain, tensor: str, sizes: dict[str, int]) -> float:
     """Dense box occupancy of ``tensor`` when each rank variable spans ``sizes[v]``."""
-    proj = chain.einsum.projections[tensor]
-    return math.prod(expr.extent(sizes) for expr in proj.values())
+    key = ("proj", tensor)
+    ranks = chain.cache.get(key)
+    if ranks is None:
+        proj = chain.einsum.projections[tensor].values()
+        ranks = chain.cache[key] = [[(v, abs(c)) for v, c in e.coeffs] for e in proj]
+    total = 1
+    for rank in ranks:
+        extent = 1
+        for v, c in rank:
+            extent += c * (sizes.get(v, 1) - 1)
+        total *= extent
+    return total
 
 
 def tensor_variables(chain: Chain, tensor: str) -> list[str]:

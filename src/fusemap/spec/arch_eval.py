@@ -93,6 +93,7 @@ class ComponentInfo:
     fields: Mapping[str, Any] = field(default_factory=dict, repr=False)
     latency_scope: Scope | None = field(default=None, repr=False)
     location: Location | None = field(default=None, repr=False)
+    latency_location: Location | None = field(default=None, repr=False)
     missing_area: str | None = None
 
     def values_per_action(self, action: str, tensor: str, workload_bits: float) -> float:
@@ -340,6 +341,7 @@ class ArchEvaluator:
                 node, i, act, scope, fields, comp_bpa, comp_vpa, space, dummy, plugin
             )
         comp.latency_scope = scope
+        comp.latency_location = self.locate(name, "total_latency")
         latency = node.total_latency
         if isinstance(latency, str) and not isinstance(latency, QuotedStr):
             # Evaluated by the model once actions are counted; check its text now.

@@ -67,6 +67,7 @@ class Spec(SpecModel):
 
     _sources: SourceMap = PrivateAttr(default_factory=SourceMap)
     _data: Any = PrivateAttr(default=None)
+    _checked_with: Any = PrivateAttr(default=None)  # workload the mapping was checked against
     _files: list[str] = PrivateAttr(default_factory=list)
     _einsum_paths: list[tuple[str | int, ...]] | None = PrivateAttr(default=None)
 
