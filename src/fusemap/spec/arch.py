@@ -6,7 +6,7 @@ from typing import Annotated, Any, ClassVar, Literal, Union
 
 from pydantic import Discriminator, Field, Tag, field_validator, model_validator
 
-from .base import Expr, PathValueError, SpecModel, register
+from .base import Expr, PathValueError, SpecModel, node_tag, register
 
 
 class Action(SpecModel):
@@ -225,12 +225,6 @@ class Fork(SpecModel):
     """The path not taken can be power gated."""
 
 
-def _tag(value: Any) -> str | None:
-    if isinstance(value, dict):
-        return value.get("type")
-    return getattr(value, "type", None)
-
-
 ArchNode = Annotated[
     Union[
         Annotated[Memory, Tag("Memory")],
@@ -239,7 +233,7 @@ ArchNode = Annotated[
         Annotated[Container, Tag("Container")],
         Annotated[Fork, Tag("Fork")],
     ],
-    Discriminator(_tag),
+    Discriminator(node_tag),
 ]
 """Any node of the architecture tree (a YAML tag picks the kind)."""
 

@@ -21,6 +21,13 @@ Expr = Annotated[Any, BeforeValidator(_expression_value)]
 """A field that evaluates to a value: a literal, or an expression string (see §1.1)."""
 
 
+def node_tag(value: Any) -> str | None:
+    """The YAML tag (``type``) of a tagged node, as data or as an object."""
+    if isinstance(value, dict):
+        return value.get("type")
+    return getattr(value, "type", None)
+
+
 class SpecModel(BaseModel):
     """Validated spec object: unknown keys are errors, every field documents itself."""
 

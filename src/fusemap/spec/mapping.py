@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import Discriminator, Field, Tag, field_validator, model_validator
 
-from .base import SpecModel, register
+from .base import SpecModel, node_tag, register
 
 
 class MappingNode(SpecModel):
@@ -170,12 +170,6 @@ class Pipeline(Split):
     type: Literal["Pipeline"] = "Pipeline"
 
 
-def _tag(value: Any) -> str | None:
-    if isinstance(value, dict):
-        return value.get("type")
-    return getattr(value, "type", None)
-
-
 MappingTreeNode = Annotated[
     Union[
         Annotated[Storage, Tag("Storage")],
@@ -190,7 +184,7 @@ MappingTreeNode = Annotated[
         Annotated[Pipeline, Tag("Pipeline")],
         Annotated[Split, Tag("Split")],
     ],
-    Discriminator(_tag),
+    Discriminator(node_tag),
 ]
 """Any LoopTree node (a YAML tag picks the kind)."""
 
