@@ -1,0 +1,181 @@
+"""Limits and the whitelisted functions that expressions may call (all size-bounded).
+
+Split from the evaluator so each stays readable; the evaluator imports everything here.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from fusemap.spec.errors import ExpressionError
+
+MAX_TEXT = 10_000
+MAX_DEPTH = 100
+MAX_NODES = 5_000
+MAX_POW_BITS = 10_000
+MAX_EXPONENT = 10_000
+MAX_INT_BITS = 100_000
+MAX_RANGE = 10_000_000
+MAX_SEQUENCE = 1_000_000
+MAX_ITERATIONS = 10_000_000
+MAX_SECONDS = 10.0
+
+
+def _too_large(what: str) -> ExpressionError:
+    return ExpressionError(f"{what} too large")
+
+
+def _int(x: Any) -> bool:
+    return isinstance(x, int)
+
+
+def _seq(x: Any) -> bool:
+    return isinstance(x, str | list | tuple)
+
+
+def _safe_pow(a: Any, b: Any, mod: Any = None) -> Any:
+    """``a ** b`` (or ``pow(a, b, mod)``) refusing huge exponents and results."""
+    if mod is not None:
+        if not (_int(a) and _int(b) and _int(mod)):
+            raise TypeError("pow() with 3 arguments needs integers")
+        if max(a.bit_length(), b.bit_length(), mod.bit_length()) > MAX_POW_BITS:
+            raise _too_large("power")
+        return pow(a, b, mod)
+    if isinstance(b, int | float) and abs(b) > MAX_EXPONENT:
+        raise _too_large("exponent")
+    if _int(a) and _int(b) and b > 0 and abs(a) > 1 and b * math.log2(abs(a)) > MAX_POW_BITS:
+        raise _too_large("power")
+    result = operator.pow(a, b)
+    if isinstance(result, complex):
+        raise ExpressionError(f"{a!r} ** {b!r} has no real result")
+    return result
+
+
+def _bounded(fn: Callable[..., Any], what: str, too_big: Callable[..., bool]) -> Callable[..., Any]:
+    """``fn``, refusing arguments for which ``too_big`` holds ("<what> too large")."""
+
+    def bounded(*args: Any, **kwargs: Any) -> Any:
+        if too_big(*args, **kwargs):
+            raise _too_large(what)
+        return fn(*args, **kwargs)
+
+    return bounded
+
+
+def _size(x: Any, budget: int = MAX_SEQUENCE) -> int:
+    """Rough element count of ``x`` (a string counts its length); stops past ``budget``."""
+    if isinstance(x, str):
+        return max(len(x), 1)
+    if not isinstance(x, list | tuple | dict):
+        return 1
+    size = 1
+    for item in x.items() if isinstance(x, dict) else x:
+        size += _size(item, budget - size)
+        if size > budget:
+            break
+    return size
+
+
+def _content(seq: Any) -> int:
+    return len(seq) if isinstance(seq, str) else _size(seq, MAX_SEQUENCE + 1) - 1
+
+
+def _mul_too_big(a: Any, b: Any) -> bool:
+    if _int(a) and _int(b):
+        return a.bit_length() + b.bit_length() > MAX_INT_BITS
+    n, seq = (b, a) if _int(b) else (a, b)
+    return _int(n) and _seq(seq) and n > 0 and _content(seq) * n > MAX_SEQUENCE
+
+
+def _range_len(*args: Any) -> int:
+    try:
+        return len(range(*args))
+    except OverflowError:
+        return MAX_RANGE + 1
+
+
+def _collect(iterable: Iterable[Any] = ()) -> list[Any]:
+    """``list(iterable)``, refusing results holding more than MAX_SEQUENCE elements."""
+    out, size = [], 0
+    for x in iterable:
+        size += _size(x, MAX_SEQUENCE + 1 - size)
+        if size > MAX_SEQUENCE:
+            raise _too_large("list")
+        out.append(x)
+    return out
+
+
+def _sorted(iterable: Iterable[Any], *, key: Any = None, reverse: bool = False) -> list[Any]:
+    return sorted(_collect(iterable), key=key, reverse=reverse)
+
+
+def _tuple(iterable: Iterable[Any] = ()) -> tuple[Any, ...]:
+    return tuple(_collect(iterable))
+
+
+_safe_mul = _bounded(operator.mul, "result", _mul_too_big)
+_safe_add = _bounded(
+    operator.add,
+    "sequence",
+    lambda a, b: _seq(a) and _seq(b) and _content(a) + _content(b) > MAX_SEQUENCE,
+)
+_safe_lshift = _bounded(
+    operator.lshift,
+    "integer",
+    lambda a, b: _int(a) and _int(b) and a.bit_length() + b > MAX_INT_BITS,
+)
+_factorial = _bounded(math.factorial, "factorial argument", lambda n: _int(n) and n > 1000)
+_range = _bounded(range, "range", lambda *args: _range_len(*args) > MAX_RANGE)
+_round = _bounded(round, "ndigits", lambda x, ndigits=None: _int(ndigits) and abs(ndigits) > 1000)
+_str = _bounded(str, "string", lambda x="": _size(x) > MAX_SEQUENCE)
+_int_fn = _bounded(int, "integer text", lambda x=0, *a, **k: isinstance(x, str) and len(x) > 5000)
+
+
+def _safe_mod(a: Any, b: Any) -> Any:
+    if isinstance(a, str):
+        raise ExpressionError("string formatting with % is not allowed")
+    return operator.mod(a, b)
+
+
+def _sum(iterable: Iterable[Any], start: Any = 0) -> Any:
+    if _seq(start):
+        raise ExpressionError("sum() adds numbers only")
+    return sum(iterable, start)
+
+
+def _prod(iterable: Iterable[Any], *, start: Any = 1) -> Any:
+    for x in iterable:
+        start = _safe_mul(start, x)
+    return start
+
+
+def _lcm(*args: int) -> int:
+    result = 1
+    for x in args:
+        result = math.lcm(result, x)
+        if result.bit_length() > MAX_INT_BITS:
+            raise _too_large("integer")
+    return result
+
+
+_MATH = "ceil floor log log2 log10 sqrt exp isinf isnan isclose gcd trunc"
+FUNCTIONS: dict[str, Callable[..., Any]] = {
+    **{name: getattr(math, name) for name in _MATH.split()},
+    "prod": _prod, "factorial": _factorial, "lcm": _lcm, "abs": abs, "round": _round,
+    "sum": _sum, "range": _range, "len": len, "min": min, "max": max, "float": float,
+    "int": _int_fn, "str": _str, "bool": bool, "list": _collect, "tuple": _tuple,
+    "enumerate": enumerate, "zip": zip, "sorted": _sorted, "any": any, "all": all,
+    "pow": _safe_pow,
+}  # fmt: skip
+"""Functions every expression may call (the only callable values)."""
+
+CONSTANTS: dict[str, Any] = {
+    "inf": math.inf, "pi": math.pi, "e": math.e, "nan": math.nan, "true": True, "false": False,
+}  # fmt: skip
+"""Constants every expression may use."""
+
+_BUILTINS: dict[str, Any] = {**FUNCTIONS, **CONSTANTS}
+_CALLABLE: dict[int, Callable[..., Any]] = {id(f): f for f in FUNCTIONS.values()}
