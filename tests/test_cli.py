@@ -1,0 +1,80 @@
+"""The check / render / demo commands on the built-in example."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+from typer.testing import CliRunner
+
+from fusemap.cli import app
+from fusemap.examples import example_path
+from fusemap.report.render import render, text_tree, to_dot
+from fusemap.spec.spec import load_spec
+
+FILES = [example_path(n) for n in ("arch.yaml", "three_matmuls.yaml", "fused_mapping.yaml")]
+
+
+def run(*args: str):
+    return CliRunner().invoke(app, list(args))
+
+
+def test_check_prints_workload_arch_and_looptree() -> None:
+    result = run("check", *FILES)
+    assert result.exit_code == 0, result.output
+    out = result.output
+    for text in ("T1", "T2", "T3", "W0", "DRAM", "Buffer", "PEArray", "MAC", "X×16"):
+        assert text in out
+    assert "m=64" in out and "n0=64" in out  # bounds of the rank variables
+    assert "for m step 1" in out and "compute T3 on MAC" in out
+    assert "OK" in out
+
+
+def test_check_with_variables_changes_bounds() -> None:
+    result = run("check", *FILES[:2], "-D", "M=5")
+    assert result.exit_code == 0, result.output
+    assert "m=5" in result.output
+
+
+def test_text_tree_shows_branches() -> None:
+    spec = load_spec(*FILES)
+    tree = text_tree(spec.mapping)
+    lines = tree.splitlines()
+    assert lines[0].startswith("[DRAM] T0, W0, W1, W2, T3")
+    assert sum("branch" in line for line in lines) == 3
+    assert lines[-1].strip() == "compute T3 on MAC"
+
+
+def test_dot_has_one_node_per_looptree_node() -> None:
+    spec = load_spec(*FILES)
+    dot = to_dot(spec.mapping)
+    nodes = sum(1 for _ in spec.mapping.walk()) - 1 - 3  # minus root and the 3 !Nested
+    assert dot.count("label=") == nodes
+    assert "cylinder" in dot and "oval" in dot
+
+
+@pytest.mark.parametrize("suffix", [".dot", ".txt"])
+def test_render_writes_dot_and_text(tmp_path, suffix) -> None:
+    out = tmp_path / f"tree{suffix}"
+    result = run("render", *FILES, "-o", str(out))
+    assert result.exit_code == 0, result.output
+    assert out.exists() and out.stat().st_size > 0
+
+
+def test_render_svg_falls_back_to_text_without_dot(tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    spec = load_spec(*FILES)
+    path, drawn = render(spec.mapping, tmp_path / "tree.svg")
+    assert not drawn and path.suffix == ".dot" and path.exists()
+    result = run("render", *FILES, "-o", str(tmp_path / "tree.svg"))
+    assert result.exit_code == 0
+    assert "compute T1 on MAC" in result.output  # the text drawing
+
+
+def test_demo_prints_and_draws(tmp_path) -> None:
+    result = run("demo", "-o", str(tmp_path))
+    assert result.exit_code == 0, result.output
+    assert "Total energy" in result.output and "Per component" in result.output
+    png = tmp_path / "demo_energy.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert any(p.name.startswith("demo_looptree") for p in tmp_path.iterdir())
