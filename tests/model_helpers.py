@@ -403,3 +403,16 @@ def basic_matmul_mapping(einsum_name: str = "Z") -> dict:
         loops("m", "k", "n"),
         compute(einsum_name),
     )
+
+
+def rw(result, component, tensor, einsum_name=None):
+    """(reads, writes) of ``tensor`` at ``component``."""
+    return (
+        result.count(component, "read", einsum=einsum_name, tensor=tensor),
+        result.count(component, "write", einsum=einsum_name, tensor=tensor),
+    )
+
+
+def usage_bits(result, component):
+    """Peak bits reserved in ``component``."""
+    return result.components[component].usage_bits

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from fusemap import cli
+from cli_helpers import run_cli
 
 ARCH = """\
 arch:
@@ -53,17 +53,6 @@ mapping:
   - !Temporal {rank_variable: k, tile_shape: 1}
   - !Compute {einsum: Z, component: MAC}
 """
-
-
-def run_cli(args: list[str], monkeypatch, capsys) -> tuple[int, str]:
-    monkeypatch.setattr(sys, "argv", ["fusemap", *args])
-    code = 0
-    try:
-        cli.main()
-    except SystemExit as exit_:
-        code = exit_.code if isinstance(exit_.code, int) else 1
-    captured = capsys.readouterr()
-    return code, captured.out + captured.err
 
 
 def sub(text: str, old: str, new: str) -> str:

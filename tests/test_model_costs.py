@@ -24,6 +24,7 @@ from model_helpers import (
     matmul,
     memory,
     run,
+    rw,
     sequential,
     spatial,
     storage,
@@ -31,21 +32,10 @@ from model_helpers import (
     three_level,
     two_level,
     two_matvecs,
+    usage_bits,
 )
 
 MM, GB, MAC = "MainMemory", "GlobalBuffer", "MAC"
-
-
-def rw(result, component, tensor, einsum_name=None):
-    """(reads, writes) of ``tensor`` at ``component``."""
-    return (
-        result.count(component, "read", einsum=einsum_name, tensor=tensor),
-        result.count(component, "write", einsum=einsum_name, tensor=tensor),
-    )
-
-
-def usage_bits(result, component):
-    return result.components[component].usage_bits
 
 
 # -- values / bits per action -------------------------------------------------------------

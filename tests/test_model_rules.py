@@ -25,28 +25,18 @@ from model_helpers import (
     matmul,
     memory,
     run,
+    rw,
     spatial,
     storage,
     temporal,
     toll,
     toll_node,
     two_level,
+    usage_bits,
     workload,
 )
 
 MM, GB, MAC = "MainMemory", "GlobalBuffer", "MAC"
-
-
-def rw(result, component, tensor, einsum_name=None):
-    """(reads, writes) of ``tensor`` at ``component``."""
-    return (
-        result.count(component, "read", einsum=einsum_name, tensor=tensor),
-        result.count(component, "write", einsum=einsum_name, tensor=tensor),
-    )
-
-
-def usage_bits(result, component):
-    return result.components[component].usage_bits
 
 
 # -- fills, write-backs, skipped first reads ---------------------------------------------
