@@ -55,7 +55,6 @@ class TensorTraffic:
     tensor: str
     reads: dict[str, float] = field(default_factory=dict)
     writes: dict[str, float] = field(default_factory=dict)
-    skipped_reads: dict[str, float] = field(default_factory=dict)
 
     def add(self, kind: str, component: str, value: float) -> None:
         book = self.reads if kind == "read" else self.writes
@@ -260,7 +259,6 @@ def count_tensor(
         own = ratios[k]  # this holder's own fills / write-backs, all instances
         traffic.add("write", s.component, (fills[k] - skips[k]) * own + backs[child])
         traffic.add("read", s.component, backs[k] * own + fills[child] - skips[child])
-        traffic.skipped_reads[s.component] = skips[child]
         # Tolls between this holder and its child charge what crosses them.
         for j in range(i + 1, holders[child][0]):
             toll = steps[j]

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import arch as A
-from .errors import ExpressionError, FusemapError, Location, SpecError
+from .errors import ExpressionError, Location, SpecError
 from .expressions import ExprObject, Scope, evaluate_fields, parse_expression
 from .resolve import EinsumInfo, WorkloadInfo
 from .sets import TensorSet, evaluate_set_expression, evaluate_set_keyed_dict
@@ -474,8 +474,3 @@ def _num(value: Any, where: Location | None) -> float:
 def _with_key(where: Location | None, key: str) -> Location:
     where = where or Location()
     return Location(where.file, where.line, key)
-
-
-def arch_error(err: FusemapError, where: Location) -> FusemapError:
-    """Attach a location to an error raised while evaluating the arch."""
-    return err.located(where)

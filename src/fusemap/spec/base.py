@@ -199,5 +199,8 @@ def sequence_of(value: Any) -> list:
     """Flatten nested lists (the corpus nests Einsum lists inside lists)."""
     out: list = []
     for item in value if isinstance(value, list) else [value]:
-        out.extend(sequence_of(item)) if isinstance(item, list) else out.append(item)
+        if isinstance(item, list):
+            out.extend(sequence_of(item))
+        else:
+            out.append(item)
     return out
