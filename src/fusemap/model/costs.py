@@ -83,7 +83,7 @@ def einsum_costs(chain: Chain, scale: float) -> EinsumResult:
                     count = book[comp.name] / vpa * comp.actions_scale * scale
                     _charge(use, comp, action, t, count)
                     n_calls[action] += unit.get(comp.name, 0.0) / vpa
-        use.latency = _latency(comp, n_calls) * scale
+        use.latency = component_latency(comp, n_calls) * scale
         latencies[comp.name] = use.latency
         result.components[comp.name] = use
     result.latency = max(latencies.values(), default=0.0)
@@ -93,7 +93,7 @@ def einsum_costs(chain: Chain, scale: float) -> EinsumResult:
         use = result.components.get(comp.name)
         if use is None:
             continue
-        leak = total_leak_power(arch, level) * _gated_fraction(arch, level, used)
+        leak = total_leak_power(arch, level) * gated_fraction(arch, level, used)
         use.leak_energy = leak * result.latency
         use.energy += use.leak_energy
     result.energy = sum(u.energy for u in result.components.values())
@@ -127,7 +127,7 @@ def _charge(
     use.energy += energy
 
 
-def _latency(comp: ComponentInfo, n_calls: dict[str, float]) -> float:
+def component_latency(comp: ComponentInfo, n_calls: dict[str, float]) -> float:
     """The component's ``total_latency`` (default: sum of n_calls / throughput)."""
     views = [
         _ActionView(a.name, n_calls.get(a.name, 0.0), a.throughput, a.energy)
@@ -167,7 +167,7 @@ def total_area(arch: FlatArch, level: int) -> float:
     return arch.path[level].area * _fanouts(arch, level)
 
 
-def _gated_fraction(arch: FlatArch, level: int, used: dict[tuple[str, str], int]) -> float:
+def gated_fraction(arch: FlatArch, level: int, used: dict[tuple[str, str], int]) -> float:
     """Fraction of instances drawing leak: used/fanout for each power-gateable dimension."""
     frac = 1.0
     for c in arch.path[: level + 1]:

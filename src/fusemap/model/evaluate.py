@@ -21,11 +21,14 @@ def evaluate_mapping(
     workload: WorkloadInfo | None = None,
     arch: ArchEvaluator | None = None,
     check: bool = True,
+    einsums: list[str] | None = None,
 ) -> Result:
     """Energy, latency, usage and area of ``mapping`` (default: the spec's own mapping).
 
     ``workload`` and ``arch`` may be passed in to reuse evaluated specs across many calls.
     With ``check`` false, capacity overflow is reported in the result instead of raised.
+    ``einsums`` restricts the evaluation to these Einsums (the mapping may then leave the
+    others out), e.g. to score a single-Einsum pmapping.
     """
     mapping = mapping if mapping is not None else spec.mapping
     if mapping is None:
@@ -44,11 +47,20 @@ def evaluate_mapping(
             f"!Compute names unknown Einsum '{unknown[0]}' (the workload has "
             f"{', '.join(e.name for e in workload.einsums)})"
         )
-    missing = [e.name for e in workload.einsums if e.name not in by_einsum]
+    wanted = [e.name for e in workload.einsums if einsums is None or e.name in einsums]
+    for name in einsums or []:
+        if name not in known:
+            raise InvalidMappingError(
+                f"unknown Einsum '{name}' (the workload has "
+                f"{', '.join(e.name for e in workload.einsums)})"
+            )
+    missing = [e for e in wanted if e not in by_einsum]
     if missing:
+        hint = "" if einsums else " (to score only some Einsums, name them with --einsum)"
         raise InvalidMappingError(
-            f"the mapping has no !Compute node for Einsum(s) {', '.join(missing)}"
+            f"the mapping has no !Compute node for Einsum(s) {', '.join(missing)}{hint}"
         )
+    by_einsum = {k: v for k, v in by_einsum.items() if k in wanted}
     order = [name for name in by_einsum]  # mapping order = execution order
     chains = []
     for name in order:
@@ -61,12 +73,12 @@ def evaluate_mapping(
     sizes = {c.name: c.size for ch in chains for c in ch.arch if c.kind == "memory"}
     if check:
         check_capacity(usage, sizes)
-    einsums = {}
+    per_einsum = {}
     for chain in chains:
         scale = workload.n_instances * chain.einsum.n_instances
-        einsums[chain.einsum.name] = einsum_costs(chain, scale)
+        per_einsum[chain.einsum.name] = einsum_costs(chain, scale)
     # Report Einsums in workload order.
-    einsums = {e.name: einsums[e.name] for e in workload.einsums}
+    results = {name: per_einsum[name] for name in wanted}
     components: dict[str, ComponentTotals] = {}
     for chain in chains:
         for level, comp in enumerate(chain.arch.path):
@@ -80,11 +92,11 @@ def evaluate_mapping(
                 tot.usage_bits = usage.get(comp.name, 0.0)
                 tot.usage = 0.0 if comp.size == float("inf") else tot.usage_bits / comp.size
             components[comp.name] = tot
-    for e in einsums.values():
+    for e in results.values():
         for name, use in e.components.items():
             components[name].energy += use.energy
             components[name].latency += use.latency
-    energy = sum(e.energy for e in einsums.values())
-    latency = sum(e.latency for e in einsums.values())
+    energy = sum(e.energy for e in results.values())
+    latency = sum(e.latency for e in results.values())
     area = sum(c.area for c in components.values())
-    return Result(energy, latency, einsums, components, area)
+    return Result(energy, latency, results, components, area)

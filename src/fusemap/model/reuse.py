@@ -21,6 +21,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from ..spec.errors import InvalidMappingError
+from ..spec.resolve import EinsumInfo
 from .chains import Chain, ComputeStep, HolderStep, LoopStep
 
 Dist = tuple[tuple[int, int], ...]
@@ -128,13 +129,20 @@ def tile_counter(chain: Chain, steps: list, one_mode: frozenset[int]) -> TileCou
     return found
 
 
+def projection_terms(info: EinsumInfo, tensor: str) -> list[list[tuple[str, int]]]:
+    """Per rank of ``tensor``: (rank variable, |coefficient|) of its projection."""
+    return [[(v, abs(c)) for v, c in e.coeffs] for e in info.projections[tensor].values()]
+
+
 def tile_values(chain: Chain, tensor: str, sizes: dict[str, int]) -> float:
-    """Dense box occupancy of ``tensor`` when each rank variable spans ``sizes[v]``."""
+    """Dense box occupancy of ``tensor`` when each rank variable spans ``sizes[v]``.
+
+    Each rank spans ``1 + sum(|c| * (size - 1))`` (halos counted, no overlap reuse).
+    """
     key = ("proj", tensor)
     ranks = chain.cache.get(key)
     if ranks is None:
-        proj = chain.einsum.projections[tensor].values()
-        ranks = chain.cache[key] = [[(v, abs(c)) for v, c in e.coeffs] for e in proj]
+        ranks = chain.cache[key] = projection_terms(chain.einsum, tensor)
     total = 1
     for rank in ranks:
         extent = 1

@@ -1,0 +1,208 @@
+"""Pmappings of one Einsum: every template tiled, the survivors in one columnar table.
+
+A row is one pmapping: a template and a tile shape. The table holds its objectives
+(energy, latency), its reservations per bounded memory, and its compatibility (for each
+shared tensor, the backing memory and the loops above it); :meth:`PmappingTable.mapping`
+turns any row into a LoopTree.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..spec import mapping as M
+from ..spec.arch_eval import ArchEvaluator
+from ..spec.resolve import WorkloadInfo
+from .pareto import pareto_mask
+from .space import MapperConfig, Template, templates
+from .tiling import TemplateResult, TemplateTiler, tile_templates
+
+OBJECTIVES = ("energy", "latency", "edp")
+
+
+@dataclass
+class PmappingStats:
+    """How much of the mapspace was seen, and how much survived."""
+
+    templates: int = 0
+    tile_shapes_evaluated: int = 0  # partial tile shapes costed by the search
+    tile_shapes_valid: int = 0  # of those, within every capacity
+    pareto: int = 0  # rows of the final table
+    seconds: float = 0.0
+
+    def as_dict(self) -> dict[str, float]:
+        """Plain numbers, for JSON."""
+        return dict(self.__dict__)
+
+
+@dataclass
+class Compatibility:
+    """What a pmapping exchanges with its neighbours through one shared tensor."""
+
+    tensor: str
+    backing: str
+    loops: tuple[tuple[str, int], ...]  # (rank variable, tile shape) above the backing node
+
+
+@dataclass
+class PmappingTable:
+    """The Pareto-optimal pmappings of one Einsum."""
+
+    einsum: str
+    results: list[TemplateResult]
+    template: np.ndarray  # (R,) index into ``results``
+    row: np.ndarray  # (R,) row within that template's result
+    energy: np.ndarray
+    latency: np.ndarray
+    reservations: dict[str, np.ndarray]
+    stats: PmappingStats = field(default_factory=PmappingStats)
+
+    def __len__(self) -> int:
+        return len(self.energy)
+
+    def best(self, objective: str = "energy") -> int:
+        """Index of the best row (ties: the other objective, then table order)."""
+        if len(self) == 0:
+            raise IndexError("no pmapping")
+        if objective == "energy":
+            keys = (self.latency, self.energy)
+        elif objective == "latency":
+            keys = (self.energy, self.latency)
+        elif objective == "edp":
+            keys = (self.energy, self.energy * self.latency)
+        else:
+            raise ValueError(f"unknown objective '{objective}' (use {', '.join(OBJECTIVES)})")
+        return int(np.lexsort(keys)[0])
+
+    def mapping(self, i: int) -> M.Mapping:
+        """The LoopTree of row ``i``."""
+        return materialize(self.results[int(self.template[i])], int(self.row[i]))
+
+    def compatibility(self, i: int, shared: frozenset[str]) -> list[Compatibility]:
+        """Per shared tensor of the Einsum: backing memory and the loops above it."""
+        nodes = self.mapping(i).nodes
+        out = []
+        for t in sorted(shared):
+            loops: list[tuple[str, int]] = []
+            for node in nodes:
+                if isinstance(node, M.Storage) and t in node.tensors:
+                    out.append(Compatibility(t, node.component, tuple(loops)))
+                    break
+                if isinstance(node, (M.Temporal, M.Spatial)):
+                    loops.append((node.rank_variable, node.tile_shape))
+        return out
+
+
+def materialize(res: TemplateResult, row: int) -> M.Mapping:
+    """The canonical LoopTree of one tile shape of a template."""
+    t = res.template
+    relevance, variables = res.relevance, res.variables
+    nodes: list = []
+    trail = res.trail(row)
+    for j, holder in enumerate(t.holders):
+        here, mid = trail[j]
+        nodes.append(M.Storage(tensors=[holder.tensor], component=holder.component))
+        looped = [k for k, _ in enumerate(variables) if mid[k] < here[k]]
+        rank = {"relevant": 0, "partial": 1, "irrelevant": 2}
+        looped.sort(key=lambda k: (rank[relevance[holder.tensor][variables[k]]], k))
+        for k in looped:
+            nodes.append(M.Temporal(rank_variable=variables[k], tile_shape=int(mid[k])))
+        current = [int(x) for x in mid]
+        for s in t.spatial:
+            if s.slot == j + 1:
+                k = variables.index(s.var)
+                current[k] //= s.trips
+                nodes.append(
+                    M.Spatial(
+                        rank_variable=s.var,
+                        tile_shape=current[k],
+                        name=s.dimension,
+                        component=s.component,
+                    )
+                )
+    nodes.append(M.Compute(einsum=t.einsum, component=t.compute))
+    return M.Mapping(nodes=nodes)
+
+
+def generate_pmappings(
+    spec,
+    einsum: str,
+    *,
+    objective: str = "all",
+    config: MapperConfig | None = None,
+    workload: WorkloadInfo | None = None,
+    arch: ArchEvaluator | None = None,
+    progress: Callable[[int, int], None] | None = None,
+    only: list[Template] | None = None,
+) -> PmappingTable:
+    """Tile every template of ``einsum`` and keep the Pareto-optimal pmappings.
+
+    ``objective``: ``energy`` prunes on energy and reservations only (fastest),
+    ``latency``/``edp``/``all`` also on the latency counts.
+    """
+    from ..spec.resolve import resolve_workload
+
+    start = time.perf_counter()
+    config = config or MapperConfig()
+    workload = workload or resolve_workload(spec)
+    arch = arch or ArchEvaluator(spec, workload)
+    info = workload.einsum(einsum)
+    scale = workload.n_instances * info.n_instances
+    bits = {t: workload.tensors[t].bits_per_value for t in info.tensors}
+    temps = only if only is not None else templates(info, arch, workload, config)
+    stats = PmappingStats(templates=len(temps))
+    tilers = [
+        TemplateTiler(
+            tmpl,
+            info,
+            arch.flat(info.name, tmpl.compute),
+            config,
+            scale,
+            bits,
+            want_latency=objective != "energy",
+        )
+        for tmpl in temps
+    ]
+    done = tile_templates(tilers)
+    for res in done:
+        stats.tile_shapes_evaluated += res.evaluated
+        stats.tile_shapes_valid += res.valid
+    results = [r for r in done if r.rows]
+    if progress:
+        progress(len(temps), len(temps))
+    table = _combine(einsum, results, objective)
+    stats.pareto = len(table)
+    stats.seconds = time.perf_counter() - start
+    table.stats = stats
+    return table
+
+
+def _combine(einsum: str, results: list[TemplateResult], objective: str) -> PmappingTable:
+    """All templates' rows, Pareto-pruned together (energy, latency, reservations)."""
+    if not results:
+        empty = np.zeros(0)
+        return PmappingTable(einsum, [], empty.astype(int), empty.astype(int), empty, empty, {})
+    memories = sorted({m for r in results for m in r.reservations})
+    tmpl = np.concatenate([np.full(r.rows, i) for i, r in enumerate(results)])
+    row = np.concatenate([np.arange(r.rows) for r in results])
+    energy = np.concatenate([r.energy for r in results])
+    latency = np.concatenate([r.latency for r in results])
+    res = {
+        m: np.concatenate([r.reservations.get(m, np.zeros(r.rows)) for r in results])
+        for m in memories
+    }
+    cols = [energy] + ([latency] if objective != "energy" else []) + [res[m] for m in memories]
+    keep = pareto_mask(np.zeros(len(energy), dtype=np.int64), np.stack(cols, axis=1))
+    return PmappingTable(
+        einsum,
+        results,
+        tmpl[keep],
+        row[keep],
+        energy[keep],
+        latency[keep],
+        {m: v[keep] for m, v in res.items()},
+    )

@@ -1,0 +1,336 @@
+"""The single-Einsum mapspace: templates (structure) and the rules for their tile shapes.
+
+A *template* fixes everything but tile shapes: the compute unit, which memory holds each
+tensor (one storage node per tensor, sorted by memory level, any order inside a level),
+and the spatial loops (which rank variable, how many instances, on which fanout). The
+tile shapes are then chosen by :mod:`fusemap.mapper.tiling`.
+
+Canonical LoopTree of a template (what the generator and the brute-force enumerator in
+the tests both produce, see ``docs/mapspace.md``):
+
+* Below every storage node, a *gap* of temporal loops, at most one per rank variable,
+  ordered: fully relevant to the tensor of the node above first, then partially relevant,
+  then irrelevant (rank-variable order breaks ties). Loop order among different rank
+  variables changes no count; only how far a buffer's reservation is lowered, and this
+  order lowers it the most.
+* At the end of the gap above the first storage node (or compute) at or below a fanout,
+  that fanout's spatial loops.
+* Tile shapes shrink down the chain. The first loop over a rank variable may take any
+  size (imperfect factorization) when the variable has no spatial loop and its bound is
+  at most ``imperfect_max_bound``; every later loop divides the tile above it.
+* No temporal loop over a spatially mapped variable between its spatial loop and the
+  first storage node, at or below the fanout, of the tensor that reaches one last (the
+  model would move the spatial loop below it).
+* No temporal loop between two backing storage nodes of unbounded memories (it cannot
+  change any count).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass, field
+
+from ..spec.arch_eval import ArchEvaluator, FlatArch, SpatialInfo
+from ..spec.errors import FusemapError
+from ..spec.expressions import evaluate
+from ..spec.resolve import EinsumInfo, WorkloadInfo
+from ..spec.sets import TensorSet, evaluate_set_expression
+
+
+@dataclass(frozen=True)
+class MapperConfig:
+    """Knobs of the single-Einsum search."""
+
+    imperfect: bool = True
+    """Explore tile shapes that do not divide the rank (outermost loop of a variable)."""
+    imperfect_max_bound: int = 16
+    """Only for rank variables of at most this bound (the state space grows with it)."""
+    fusion: bool = False
+    """Let shared tensors be backed below the top memory (fusion); off for ``--einsum``."""
+
+
+@dataclass(frozen=True)
+class Holder:
+    """One storage node of a template: ``tensor`` kept in ``component``."""
+
+    tensor: str
+    component: str
+    level: int  # depth on the arch path
+    backing: bool
+
+
+@dataclass(frozen=True)
+class SpatialLoop:
+    """A spatial loop of a template: ``var`` over ``trips`` instances of a fanout."""
+
+    component: str
+    dimension: str
+    level: int
+    var: str
+    trips: int
+    slot: int = -1  # chain position (holder index, or len(holders) = compute) it sits above
+
+
+@dataclass(frozen=True)
+class Template:
+    """A structure to be tiled: compute unit, storage nodes in order, spatial loops."""
+
+    einsum: str
+    compute: str
+    compute_level: int
+    holders: tuple[Holder, ...]
+    spatial: tuple[SpatialLoop, ...]
+    blocked: frozenset[tuple[int, str]] = field(default=frozenset())
+    """(gap, var) pairs where no temporal loop may sit."""
+
+    def describe(self) -> str:
+        """One line, for statistics and debugging."""
+        hs = " ".join(f"{h.component}:{h.tensor}{'*' if h.backing else ''}" for h in self.holders)
+        sp = " ".join(f"{s.component}.{s.dimension}[{s.var}x{s.trips}]" for s in self.spatial)
+        return f"{self.compute} | {hs} | {sp}"
+
+
+def candidate_sizes(bound: int, imperfect: bool) -> list[int]:
+    """Tile sizes a rank variable can take: its divisors, or every size when imperfect."""
+    if imperfect:
+        return list(range(1, bound + 1))
+    return [d for d in range(1, bound + 1) if bound % d == 0]
+
+
+def compute_units(info: EinsumInfo, arch: ArchEvaluator) -> list[str]:
+    """Compute units enabled for the Einsum."""
+    comps = arch.components(info.name)
+    return [name for name, c in comps.items() if c.kind == "compute" and c.enabled]
+
+
+def backing_choices(info: EinsumInfo, flat: FlatArch, tensor: str, fusion: bool) -> list[int]:
+    """Arch levels that may back ``tensor``: the top memory, or (fusion) any allowed one."""
+    memories = [i for i, c in enumerate(flat.path) if c.kind == "memory"]
+    out = []
+    for i in memories:
+        comp = flat.path[i]
+        if tensor not in comp.keep and tensor not in comp.may_keep:
+            continue
+        if any(tensor in flat.path[j].keep for j in memories if j < i):
+            break  # a memory above must keep it
+        out.append(i)
+        if not fusion:
+            break
+    return out
+
+
+def holder_sets(info: EinsumInfo, flat: FlatArch, backing: dict[str, int]) -> list[list[Holder]]:
+    """Every choice of lower memories (``keep``: must, ``may_keep``: may) per tensor."""
+    per_tensor: list[list[list[Holder]]] = []
+    for t in info.tensors:
+        b = backing[t]
+        must: list[Holder] = [Holder(t, flat.path[b].name, b, True)]
+        optional: list[Holder] = []
+        for i in range(b + 1, len(flat.path)):
+            comp = flat.path[i]
+            if comp.kind != "memory":
+                continue
+            if t in comp.keep:
+                must.append(Holder(t, comp.name, i, False))
+            elif t in comp.may_keep:
+                optional.append(Holder(t, comp.name, i, False))
+        choices = []
+        for k in range(len(optional) + 1):
+            for extra in itertools.combinations(optional, k):
+                choices.append(sorted(must + list(extra), key=lambda h: h.level))
+        per_tensor.append(choices)
+    return [sum(combo, []) for combo in itertools.product(*per_tensor)]
+
+
+def holder_orders(holders: list[Holder], flat: FlatArch) -> list[tuple[Holder, ...]]:
+    """Chain orders: by level; any order inside a level (fixed for unbounded backing)."""
+    by_level: dict[int, list[Holder]] = {}
+    for h in holders:
+        by_level.setdefault(h.level, []).append(h)
+    per_level = []
+    for level in sorted(by_level):
+        group = by_level[level]
+        fixed = [h for h in group if h.backing and math.isinf(flat.path[level].size)]
+        free = [h for h in group if h not in fixed]
+        per_level.append([tuple(fixed) + p for p in itertools.permutations(free)])
+    return [sum(combo, ()) for combo in itertools.product(*per_level)]
+
+
+def _dim_assignments(
+    info: EinsumInfo, dim: SpatialInfo, workload: WorkloadInfo, comp_name: str
+) -> list[tuple[tuple[str, int], ...]]:
+    """Spatial loops one fanout dimension may carry: (var, trips) tuples."""
+    tensors = set(info.tensors)
+    allowed = []
+    for v in info.rank_variables:
+        if info.bounds[v] < 2:
+            continue
+        if any(info.relevance(t, v) != "irrelevant" for t in dim.reuse & tensors):
+            continue
+        allowed.append(v)
+    need = math.ceil(dim.min_usage * dim.fanout - 1e-9) if dim.min_usage > 0 else 1
+    options: list[tuple[tuple[str, int], ...]] = []
+
+    def rec(i: int, used: int, acc: tuple) -> None:
+        if i == len(allowed):
+            if used >= need and _bounds_ok(info, dim, acc, comp_name):
+                options.append(acc)
+            return
+        v = allowed[i]
+        rec(i + 1, used, acc)
+        for trips in range(2, min(dim.fanout // used, info.bounds[v]) + 1):
+            if info.bounds[v] % trips == 0:
+                rec(i + 1, used * trips, acc + ((v, trips),))
+
+    rec(0, 1, ())
+    return options
+
+
+def _bounds_ok(info: EinsumInfo, dim: SpatialInfo, acc: tuple, comp_name: str) -> bool:
+    """The dimension's ``loop_bounds`` constraints, on the trip counts of its loops."""
+    if not dim.loop_bounds:
+        return True
+    trips = dict(acc)
+    for lb in dim.loop_bounds:
+        names = _var_set(info, lb.expression, comp_name)
+        value = _bound_value(info, lb.value, comp_name)
+        op = lb.operator.strip()
+        if op.startswith("product"):
+            vals = [math.prod(trips.get(v, 1) for v in names)]
+            op = op[len("product") :]
+        else:
+            vals = [trips.get(v, 1) for v in names]
+        for x in vals:
+            if not _compare(x, op, value):
+                return False
+    return True
+
+
+def _var_set(info: EinsumInfo, expr, comp_name: str) -> set[str]:
+    names = frozenset(info.bounds)
+    space = TensorSet(names, names, "rank_variable")
+    try:
+        found = evaluate_set_expression(expr, info.scope, kind="rank_variable", space=space)
+        return set(found.items)
+    except FusemapError as err:
+        raise FusemapError(f"{comp_name}: loop_bounds expression {expr!r}: {err}") from None
+
+
+def _bound_value(info: EinsumInfo, expr, comp_name: str) -> float:
+    try:
+        return float(evaluate(expr, info.scope))
+    except (FusemapError, TypeError, ValueError) as err:
+        raise FusemapError(f"{comp_name}: loop_bounds value {expr!r}: {err}") from None
+
+
+def _compare(x: float, op: str, value: float) -> bool:
+    ops = {
+        "==": x == value,
+        "<=": x <= value,
+        ">=": x >= value,
+        "<": x < value,
+        ">": x > value,
+        "!=": x != value,
+    }
+    if op not in ops:
+        raise FusemapError(f"loop_bounds: unknown operator '{op}' (use ==, <=, >=, <, >, !=)")
+    return ops[op]
+
+
+def spatial_choices(
+    info: EinsumInfo, flat: FlatArch, workload: WorkloadInfo
+) -> list[tuple[SpatialLoop, ...]]:
+    """Every assignment of spatial loops to the fanouts on the path."""
+    dims = []
+    for level, comp in enumerate(flat.path):
+        for dim in comp.spatial:
+            opts = _dim_assignments(info, dim, workload, comp.name)
+            loops = [
+                tuple(SpatialLoop(comp.name, dim.name, level, v, n) for v, n in a) for a in opts
+            ]
+            dims.append(loops)
+    out = []
+    for combo in itertools.product(*dims):
+        loops = tuple(sum(combo, ()))
+        per_var: dict[str, int] = {}
+        for s in loops:
+            per_var[s.var] = per_var.get(s.var, 1) * s.trips
+        if all(info.bounds[v] % n == 0 for v, n in per_var.items()):
+            out.append(loops)
+    return out
+
+
+def place_spatial(
+    holders: tuple[Holder, ...], loops: tuple[SpatialLoop, ...], info: EinsumInfo
+) -> tuple[tuple[SpatialLoop, ...], frozenset[tuple[int, str]]]:
+    """Put each spatial loop above the first node at or below its fanout; block reorders."""
+    n = len(holders)
+    placed = []
+    blocked: set[tuple[int, str]] = set()
+    for s in loops:
+        slot = next((j for j, h in enumerate(holders) if h.level >= s.level), n)
+        placed.append(SpatialLoop(s.component, s.dimension, s.level, s.var, s.trips, slot))
+        last = slot
+        for t in info.tensors:
+            q = next((j for j in range(slot, n) if holders[j].tensor == t), n)
+            last = max(last, q)
+        for gap in range(slot, last):
+            blocked.add((gap, s.var))
+    return tuple(placed), frozenset(blocked)
+
+
+def templates(
+    info: EinsumInfo,
+    arch: ArchEvaluator,
+    workload: WorkloadInfo,
+    config: MapperConfig,
+    backing: dict[str, int] | None = None,
+    compute: str | None = None,
+) -> list[Template]:
+    """Every template of one Einsum (optionally with fixed backing levels / compute unit)."""
+    out = []
+    units = [compute] if compute else compute_units(info, arch)
+    for unit in units:
+        flat = arch.flat(info.name, unit)
+        if any(c.kind == "toll" for c in flat.path):
+            raise FusemapError(
+                f"Einsum {info.name}: the mapper does not support !Toll components yet "
+                f"(on the path to {unit}); write the mapping by hand and use `fusemap evaluate`"
+            )
+        compute_level = len(flat.path) - 1
+        backs = [backing] if backing else _backing_combos(info, flat, config.fusion)
+        spatial = spatial_choices(info, flat, workload)
+        for b in backs:
+            for hs in holder_sets(info, flat, b):
+                for order in holder_orders(hs, flat):
+                    for loops in spatial:
+                        placed, blocked = place_spatial(order, loops, info)
+                        blocked = blocked | _dead_gaps(order, flat, info)
+                        out.append(Template(info.name, unit, compute_level, order, placed, blocked))
+    return out
+
+
+def _backing_combos(info: EinsumInfo, flat: FlatArch, fusion: bool) -> list[dict[str, int]]:
+    per = []
+    for t in info.tensors:
+        choices = backing_choices(info, flat, t, fusion)
+        if not choices:
+            raise FusemapError(
+                f"Einsum {info.name}: no memory on the path to {flat.compute} may keep tensor "
+                f"{t} (check the keep / may_keep sets)"
+            )
+        per.append(choices)
+    return [dict(zip(info.tensors, combo, strict=True)) for combo in itertools.product(*per)]
+
+
+def _dead_gaps(
+    holders: tuple[Holder, ...], flat: FlatArch, info: EinsumInfo
+) -> set[tuple[int, str]]:
+    """Gaps right above a backing node of an unbounded memory: loops there change nothing."""
+    out = set()
+    for j in range(len(holders) - 1):
+        here, nxt = holders[j], holders[j + 1]
+        if all(h.backing and math.isinf(flat.path[h.level].size) for h in (here, nxt)):
+            out |= {(j, v) for v in info.rank_variables}
+    return out

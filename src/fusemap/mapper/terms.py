@@ -1,0 +1,223 @@
+"""The model's counting rules for one template, as per-storage-node terms over tile shapes.
+
+For a template (structure fixed, spatial loops fixed) every count of the model is a sum of
+per-storage-node terms, and each term is a constant times one of two functions of the
+tile shape *at that node*: ``fill`` (values delivered into all its tiles, the model's
+``fill_count``) or ``first`` (values of its distinct output tiles, ``first_visit_count``).
+The constants carry the multicast ratios, the per-instance division by spatial loops and
+the partial-sum rules of :func:`fusemap.model.reuse.count_tensor`. The reservation of a
+node depends on the tile shape at the node and at the end of its gap.
+
+Tile distributions are exact: a rank variable of bound ``N`` whose current tile is ``s``
+(reached through an outermost loop of any size and inner loops that divide the tile above)
+has ``N // s`` tiles of size ``s`` and one of ``N % s``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..model.reuse import projection_terms
+from ..spec.arch_eval import FlatArch
+from ..spec.resolve import EinsumInfo
+from .space import SpatialLoop, Template
+
+
+@dataclass
+class Term:
+    """Contribution of one storage node to one (component, action) count, in values."""
+
+    component: str
+    action: str  # read | write
+    tensor: str
+    basis: str  # fill | first
+    total: float  # coefficient of the total count
+    per_instance: float  # coefficient of the per-instance count (latency)
+
+
+@dataclass
+class NodeTerms:
+    """Everything the tiling search needs about one storage node (or the compute leaf)."""
+
+    position: int  # chain position (len(holders) = compute)
+    tensor: str
+    component: str
+    backing: bool
+    terms: list[Term] = field(default_factory=list)
+
+
+def _product(loops: list[SpatialLoop]) -> float:
+    return float(math.prod(s.trips for s in loops))
+
+
+def node_terms(template: Template, info: EinsumInfo, flat: FlatArch) -> list[NodeTerms]:
+    """Per storage node of the template: its count terms (see the module docstring)."""
+    holders = template.holders
+    n = len(holders)
+    may_reuse = {(c.name, d.name): d.may_reuse for c in flat for d in c.spatial}
+    skip = {c.name: c.skip_initial_output_write for c in flat}
+    level = {c.name: i for i, c in enumerate(flat.path)}
+    out: list[NodeTerms] = []
+    for t in info.tensors:
+        chain = [j for j, h in enumerate(holders) if h.tensor == t] + [n]
+        comps = [holders[j].component for j in chain[:-1]] + [template.compute]
+        is_output = t in info.outputs
+        copy_output = info.is_copy and is_output
+
+        def above(k: int, loops=template.spatial, chain=chain) -> list[SpatialLoop]:
+            return [s for s in loops if s.slot <= chain[k]]
+
+        def multicast(k: int, chain=chain, t=t) -> list[SpatialLoop]:
+            if k == 0:
+                return []
+            return [
+                s
+                for s in template.spatial
+                if chain[k - 1] < s.slot <= chain[k]
+                and info.relevance(t, s.var) == "irrelevant"
+                and t in may_reuse.get((s.component, s.dimension), frozenset())
+            ]
+
+        def mode(component: str) -> list[SpatialLoop]:
+            return [s for s in template.spatial if s.level <= level[component]]
+
+        def coefficients(k: int, m: list[SpatialLoop], t=t) -> tuple[float, float, float]:
+            """(amount / fill, first / first-basis, ratio) of chain holder k in mode m."""
+            if k == 0:
+                return 0.0, 0.0, 1.0
+            ups = above(k)
+            in_mode = [s for s in ups if s in m]
+            d = _product(in_mode)
+            mc = [s for s in multicast(k) if s not in m]
+            dm = d * _product(mc)
+            e = _product([s for s in in_mode if info.relevance(t, s.var) == "relevant"])
+            up = 1.0
+            for kk in range(1, k):
+                mk = [s for s in multicast(kk) if s not in m]
+                up *= _product(mk)
+            return 1.0 / dm, up / e, dm / d
+
+        for k in range(1, len(chain)):
+            node = NodeTerms(chain[k], t, comps[k], False)
+            is_compute = k == len(chain) - 1
+            parent = comps[k - 1]
+            sk = is_output and skip.get(comps[k], True) and not (is_compute and copy_output)
+            for comp, role in ((comps[k], "own"), (parent, "parent")):
+                if role == "own" and is_compute:
+                    continue
+                tot = coefficients(k, [])
+                inst = coefficients(k, mode(comp))
+                for action in ("read", "write"):
+                    pair = []
+                    for amount, first, ratio in (tot, inst):
+                        fill = 0.0 if (is_compute and copy_output) else amount
+                        back = amount if is_output else 0.0
+                        skipped = first if sk else 0.0
+                        if role == "own" and action == "write":  # (fills - skips) * ratio
+                            pair.append((fill * ratio, skipped * ratio))
+                        elif role == "own":  # backs * ratio
+                            pair.append((back * ratio, 0.0))
+                        elif action == "write":  # parent receives the write-backs
+                            pair.append((back, 0.0))
+                        else:  # parent sends the fills, minus skipped first reads
+                            pair.append((fill, skipped))
+                    (ft, st), (fi, si) = pair
+                    if ft or fi:
+                        node.terms.append(Term(comp, action, t, "fill", ft, fi))
+                    if st or si:
+                        node.terms.append(Term(comp, action, t, "first", -st, -si))
+            out.append(node)
+    return out
+
+
+# ---------------------------------------------------------------- vectorized bases
+def _entries(bound: int, s: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Tile distribution entries (size, count) of a variable whose tile is ``s``."""
+    main = (s, bound // s)
+    rem = bound % s
+    if not rem.any():
+        return [main]
+    return [main, (rem, (rem > 0).astype(np.int64))]
+
+
+def tile_values(terms: list[list[tuple[str, int]]], sizes: dict[str, np.ndarray]) -> np.ndarray:
+    """Dense box occupancy per row (the model's ``tile_values``)."""
+    total: np.ndarray | float = 1.0
+    for rank in terms:
+        extent: np.ndarray | float = 1.0
+        for v, c in rank:
+            extent = extent + c * (sizes[v] - 1)
+        total = total * extent
+    return np.asarray(total, dtype=np.float64)
+
+
+def fill_basis(info: EinsumInfo, tensor: str, sizes: dict[str, np.ndarray]) -> np.ndarray:
+    """Values delivered into all tiles of ``tensor`` (``fill_count``), per row."""
+    terms = projection_terms(info, tensor)
+    used = [v for v in info.rank_variables if any(v == x for r in terms for x, _ in r)]
+    total = _sum_over_entries(info, terms, used, sizes, {})
+    for v in info.rank_variables:
+        if v not in used:
+            s = sizes[v]
+            total = total * (info.bounds[v] // s + (info.bounds[v] % s > 0))
+    return total
+
+
+def first_basis(info: EinsumInfo, tensor: str, sizes: dict[str, np.ndarray]) -> np.ndarray:
+    """Values of the distinct tiles of ``tensor`` (``first_visit_count``), per row."""
+    terms = projection_terms(info, tensor)
+    used = [v for v in info.rank_variables if any(v == x for r in terms for x, _ in r)]
+    relevant = [v for v in used if info.relevance(tensor, v) == "relevant"]
+    fixed = {v: sizes[v] for v in used if v not in relevant}
+    return _sum_over_entries(info, terms, relevant, sizes, fixed)
+
+
+def _sum_over_entries(info, terms, variables, sizes, fixed) -> np.ndarray:
+    combos: list[tuple[dict[str, np.ndarray], np.ndarray | float]] = [(dict(fixed), 1.0)]
+    for v in variables:
+        nxt = []
+        for size, count in _entries(info.bounds[v], sizes[v]):
+            for chosen, weight in combos:
+                d = dict(chosen)
+                d[v] = size
+                nxt.append((d, weight * count))
+        combos = nxt
+    total: np.ndarray | float = 0.0
+    for chosen, weight in combos:
+        total = total + weight * tile_values(terms, chosen)
+    return np.asarray(total, dtype=np.float64)
+
+
+def reservation_sizes(
+    info: EinsumInfo,
+    tensor: str,
+    backing: bool,
+    here: dict[str, np.ndarray],
+    below: dict[str, np.ndarray],
+) -> dict[str, np.ndarray]:
+    """Tile sizes at a node's reservation point (the model's lowering rule).
+
+    Backing nodes reserve right under the node. Others are lowered through their gap,
+    whose loops come fully relevant first, then partially relevant: past every fully
+    relevant loop and the first partially relevant one.
+    """
+    if backing:
+        return here
+    out = {}
+    passed = np.zeros(len(next(iter(here.values()))), dtype=bool) if here else None
+    for v in info.rank_variables:
+        kind = info.relevance(tensor, v)
+        if kind == "relevant":
+            out[v] = below[v]
+        elif kind == "partial":
+            assert passed is not None
+            looped = below[v] < here[v]
+            take = looped & ~passed
+            out[v] = np.where(take, below[v], here[v])
+            passed = passed | looped
+        else:
+            out[v] = here[v]
+    return out

@@ -1,0 +1,492 @@
+"""Tile shapes of one template: a dynamic program over the storage nodes, top to bottom.
+
+Every count of a storage node depends only on the tile shape at the node (and, for its
+reservation, at the end of its gap; see :mod:`fusemap.mapper.terms`). So the search walks
+the chain one node at a time, keeping *partial tile shapes* (all loops above the current
+node): two partials that reach the node with the same tile shape face the same future,
+and the one that is no better in any criterion so far (energy, latency counts,
+reservations) is pruned before anything below is enumerated. What survives at the
+compute leaf is exactly the Pareto front of the template's complete tile shapes.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..model.costs import component_latency, gated_fraction, total_leak_power
+from ..spec.arch_eval import ComponentInfo, FlatArch
+from ..spec.resolve import EinsumInfo
+from .pareto import pareto_mask
+from .space import MapperConfig, Template, candidate_sizes
+from .terms import (
+    NodeTerms,
+    fill_basis,
+    first_basis,
+    node_terms,
+    reservation_sizes,
+    tile_values,
+)
+from ..model.reuse import projection_terms
+
+
+@dataclass
+class TemplateResult:
+    """Surviving tile shapes of one template, with their objectives and the DP trail."""
+
+    template: Template
+    energy: np.ndarray  # (R,) energy, leak included
+    latency: np.ndarray  # (R,)
+    reservations: dict[str, np.ndarray]  # memory -> (R,) bits
+    stage_sizes: list[np.ndarray]  # per chain position: (rows, V) tile sizes above the node
+    stage_mids: list[np.ndarray]  # per gap: (rows of next stage, V) sizes after its loops
+    stage_parents: list[np.ndarray]  # per stage > 0: row of the stage above
+    evaluated: int = 0  # partial tile shapes evaluated
+    valid: int = 0  # of those, within capacity
+    variables: list[str] = field(default_factory=list)  # column order of the size arrays
+    relevance: dict[str, dict[str, str]] = field(default_factory=dict)  # tensor -> var -> kind
+
+    @property
+    def rows(self) -> int:
+        """Number of surviving tile shapes."""
+        return len(self.energy)
+
+    def trail(self, row: int) -> list[tuple[np.ndarray, np.ndarray]]:
+        """(sizes at node j, sizes after gap j) for every node, for one final row."""
+        n = len(self.stage_mids)
+        out: list[tuple[np.ndarray, np.ndarray]] = [None] * n  # type: ignore[list-item]
+        r = row
+        for j in range(n, 0, -1):
+            mid = self.stage_mids[j - 1][r]
+            r = int(self.stage_parents[j - 1][r])
+            out[j - 1] = (self.stage_sizes[j - 1][r], mid)
+        return out
+
+
+@dataclass
+class _Stage:
+    """Partial tile shapes after one node's gap (with the trail to rebuild them)."""
+
+    sizes: np.ndarray  # (R, V) tile sizes above the next node
+    crit: np.ndarray  # (R, K) criteria so far
+    mids: np.ndarray  # (R, V) sizes after this gap's temporal loops
+    parents: np.ndarray  # (R,) row of the previous stage
+    evaluated: int
+    valid: int
+
+
+@dataclass
+class _Layout:
+    """Columns of the criteria matrix."""
+
+    names: list[str] = field(default_factory=list)
+
+    def add(self, name: str) -> int:
+        if name not in self.names:
+            self.names.append(name)
+        return self.names.index(name)
+
+
+class TemplateTiler:
+    """Runs the dynamic program for one template."""
+
+    def __init__(
+        self,
+        template: Template,
+        info: EinsumInfo,
+        flat: FlatArch,
+        config: MapperConfig,
+        scale: float,
+        bits: dict[str, float],
+        want_latency: bool,
+        reservations_are_objectives: bool = False,
+    ):
+        self.t, self.info, self.flat, self.scale, self.bits = template, info, flat, scale, bits
+        self.reservations_are_objectives = reservations_are_objectives
+        self.vars = list(info.rank_variables)
+        self.bounds = np.array([info.bounds[v] for v in self.vars], dtype=np.int64)
+        spatial_vars = {s.var for s in template.spatial}
+        self.imperfect: list[bool] = []
+        self.cands: list[np.ndarray] = []
+        self.index_of: list[np.ndarray] = []
+        self.options: list[tuple[np.ndarray, np.ndarray]] = []
+        for v in self.vars:
+            n = info.bounds[v]
+            imperfect = config.imperfect and v not in spatial_vars and n <= config.imperfect_max_bound
+            self.imperfect.append(imperfect)
+            c = np.array(candidate_sizes(n, imperfect), dtype=np.int64)
+            self.cands.append(c)
+            self.options.append(_next_sizes(c, n, imperfect))
+            lookup = np.full(n + 1, -1, dtype=np.int64)  # tile size -> candidate index
+            lookup[c] = np.arange(len(c))
+            self.index_of.append(lookup)
+        self.nodes = node_terms(template, info, flat)
+        self.comp = {c.name: c for c in flat.path}
+        # One column layout per compute unit, so templates can share search stages.
+        self.layout = _Layout()
+        self.layout.add("energy")
+        for c in flat.path:
+            if c.kind == "memory" and not math.isinf(c.size):
+                self.layout.add("res:" + c.name)
+        for c in flat.path:
+            if c.kind in ("memory", "toll"):
+                for a in c.actions:
+                    self._latency_column(c, a)
+        self.leak = sum(
+            total_leak_power(flat, lv) * gated_fraction(flat, lv, self._used())
+            for lv in range(len(flat.path))
+        )
+        self.want_latency = want_latency or self.leak > 0
+        # Reservations are tracked only in memories they could overflow: if every tensor
+        # it holds fits whole, a memory's reservations never rule anything out.
+        self.res_cols: dict[str, int] = {}
+        whole: dict[str, float] = {}
+        for h in template.holders:
+            full = {v: np.array([info.bounds[v]]) for v in self.vars}
+            bits = tile_values(projection_terms(info, h.tensor), full)[0]
+            comp = self.comp[h.component]
+            whole[h.component] = whole.get(h.component, 0.0) + bits * comp.value_bits(
+                h.tensor, self.bits[h.tensor]
+            )
+        for h in template.holders:
+            if whole[h.component] > self.comp[h.component].size * (1 + 1e-9):
+                self.res_cols[h.component] = self.layout.names.index("res:" + h.component)
+        self.width = len(self.layout.names)
+        # Pruning compares energy and reservations, and latency counts only when wanted.
+        self.pareto_cols = [
+            k
+            for k, name in enumerate(self.layout.names)
+            if self.want_latency or not name.startswith(("lat:", "calls:"))
+        ]
+
+    def _used(self) -> dict[tuple[str, str], int]:
+        used: dict[tuple[str, str], int] = {}
+        for s in self.t.spatial:
+            key = (s.component, s.dimension)
+            used[key] = used.get(key, 1) * s.trips
+        return used
+
+    # ------------------------------------------------------------ per-node costs
+    def _node_costs(self, node: NodeTerms, sizes: dict[str, np.ndarray], crit: np.ndarray):
+        bases = {}
+        for term in node.terms:
+            if term.basis not in bases:
+                f = fill_basis if term.basis == "fill" else first_basis
+                bases[term.basis] = f(self.info, term.tensor, sizes)
+            comp = self.comp[term.component]
+            if term.action not in comp.actions:
+                continue
+            vpa = comp.values_per_action(term.action, term.tensor, self.bits[term.tensor])
+            act = comp.actions[term.action]
+            basis = bases[term.basis]
+            if term.total:
+                epa = act.energy_per_action(comp.name)
+                crit[:, 0] += basis * (term.total / vpa * comp.actions_scale * self.scale * epa)
+            if term.per_instance:
+                col, weight = self._latency_column(comp, term.action)
+                if col is not None:
+                    crit[:, col] += basis * (term.per_instance / vpa * weight)
+
+    def _latency_column(self, comp: ComponentInfo, action: str) -> tuple[int | None, float]:
+        """Column and weight of per-instance calls: one column per component when its
+        latency is the default sum of calls / throughput, else one per action."""
+        throughput = comp.actions[action].throughput
+        if comp.node.total_latency is None:
+            if math.isinf(throughput):
+                return None, 0.0
+            return self.layout.add("lat:" + comp.name), 1.0 / throughput
+        return self.layout.add(f"calls:{comp.name}:{action}"), 1.0
+
+    def leaf_costs(self) -> np.ndarray:
+        """Criteria of the compute leaf (tile shape 1 everywhere): a constant per template."""
+        crit = np.zeros((1, self.width))
+        ones = {v: np.ones(1, dtype=np.int64) for v in self.vars}
+        for node in self.nodes:
+            if node.position == len(self.t.holders):
+                self._node_costs(node, ones, crit)
+        comp = self.comp[self.t.compute]
+        if "compute" in comp.actions and not self.info.is_copy:
+            ops = float(self.info.operations)
+            epa = comp.actions["compute"].energy_per_action(comp.name)
+            crit[:, 0] += ops * comp.actions_scale * self.scale * epa
+        return crit
+
+    # ------------------------------------------------------------ the search
+    def stage_key(self, j: int) -> tuple:
+        """What stage ``j`` depends on; templates with equal keys up to ``j`` share it."""
+        t = self.t
+        return (
+            t.compute,
+            len(t.holders),
+            tuple(t.holders[: j + 2]),
+            tuple(x for x in t.spatial if x.slot <= j + 1),
+            tuple(sorted(b for b in t.blocked if b[0] <= j + 1)),
+            tuple(sorted(self.res_cols)),
+            tuple(self.imperfect),
+            tuple(self.pareto_cols),
+            self.reservations_are_objectives,
+        )
+
+    def stage(self, j: int, sizes: np.ndarray, crit: np.ndarray) -> _Stage:
+        """Extend the partial tile shapes above node ``j`` through its gap, and prune.
+
+        The gap's loops are chosen one rank variable at a time, pruning in between: rows
+        that agree on every size so far (and on what the node's reservation still needs)
+        face the same future, so only their Pareto-optimal ones go on.
+        """
+        t = self.t
+        holder = t.holders[j]
+        tracked = holder.component in self.res_cols
+        # Traffic of this node depends only on the sizes at the node: cost it first.
+        cost = crit.copy()
+        top = {v: sizes[:, k] for k, v in enumerate(self.vars)}
+        for node in self.nodes:
+            if node.position == j:
+                self._node_costs(node, top, cost)
+        if tracked and holder.backing:
+            self._add_reservation(holder, top, top, cost)
+        lowered = tracked and not holder.backing
+        keep_here = [
+            k
+            for k, v in enumerate(self.vars)
+            if lowered and self.info.relevance(holder.tensor, v) == "partial"
+        ]
+        cur = sizes
+        origin = np.arange(len(sizes), dtype=np.int64)
+        evaluated = 0
+        for k, v in enumerate(self.vars):
+            if (j, v) in t.blocked or not self._useful(j, v):
+                continue
+            cur, par = self._expand_one(cur, k)
+            origin, cost = origin[par], cost[par]
+            evaluated += len(cur)
+            key = self._group(cur, sizes[origin][:, keep_here] if keep_here else None)
+            keep = pareto_mask(key, self._pruning_view(j if lowered else j + 1, cur, cost))
+            cur, origin, cost = cur[keep], origin[keep], cost[keep]
+        mids = cur
+        below = mids.copy()
+        ok = np.ones(len(below), dtype=bool)
+        for s in t.spatial:
+            if s.slot == j + 1:
+                k = self.vars.index(s.var)
+                ok &= below[:, k] % s.trips == 0
+                below[:, k] //= s.trips
+        if j == len(t.holders) - 1:
+            ok &= (below == 1).all(axis=1)
+        mids, origin, below, cost = mids[ok], origin[ok], below[ok], cost[ok]
+        if lowered:
+            here = sizes[origin]
+            h_sizes = {v: here[:, k] for k, v in enumerate(self.vars)}
+            m_sizes = {v: mids[:, k] for k, v in enumerate(self.vars)}
+            self._add_reservation(holder, h_sizes, m_sizes, cost)
+        fits = np.ones(len(cost), dtype=bool)
+        for c, col in self.res_cols.items():
+            fits &= cost[:, col] <= self.comp[c].size * (1 + 1e-9)
+        mids, origin, below, cost = mids[fits], origin[fits], below[fits], cost[fits]
+        keep = pareto_mask(self._group(below), self._pruning_view(j + 1, below, cost))
+        return _Stage(
+            below[keep], cost[keep], mids[keep], origin[keep], max(evaluated, len(sizes)),
+            int(fits.sum()),
+        )  # fmt: skip
+
+    def _add_reservation(self, holder, here: dict, below: dict, cost: np.ndarray) -> None:
+        r = reservation_sizes(self.info, holder.tensor, holder.backing, here, below)
+        comp = self.comp[holder.component]
+        bits = tile_values(projection_terms(self.info, holder.tensor), r)
+        cost[:, self.res_cols[holder.component]] += bits * comp.value_bits(
+            holder.tensor, self.bits[holder.tensor]
+        )
+
+    def _pruning_view(self, first: int, below: np.ndarray, crit: np.ndarray) -> np.ndarray:
+        """The criteria pruning compares, with reservations that cannot matter zeroed.
+
+        In capacity mode (``reservations_are_objectives`` false), a row whose memory
+        cannot overflow whatever the nodes below choose (their tiles are at most the
+        current ones) is feasible for every future: its reservation there is irrelevant.
+        """
+        view = crit[:, self.pareto_cols].copy()
+        if self.reservations_are_objectives or not self.res_cols:
+            return view
+        sizes = {v: below[:, k] for k, v in enumerate(self.vars)}
+        for c, col in self.res_cols.items():
+            worst = crit[:, col].copy()
+            for h in self.t.holders[first:]:
+                if h.component == c:
+                    bits = tile_values(projection_terms(self.info, h.tensor), sizes)
+                    worst += bits * self.comp[c].value_bits(h.tensor, self.bits[h.tensor])
+            slack = worst <= self.comp[c].size * (1 + 1e-9)
+            view[slack, self.pareto_cols.index(col)] = 0.0
+        return view
+
+    def finish(self, stages: list[_Stage]) -> TemplateResult:
+        """The template's complete tile shapes, with their energy and latency."""
+        last = stages[-1]
+        crit = last.crit + self.leaf_costs()
+        energy, latency = self._finish(crit)
+        reservations = {c: crit[:, col] for c, col in self.res_cols.items()}
+        relevance = {x: {v: self.info.relevance(x, v) for v in self.vars} for x in self.info.tensors}
+        return TemplateResult(
+            self.t,
+            energy,
+            latency,
+            reservations,
+            [self.bounds[None, :].copy()] + [st.sizes for st in stages],
+            [st.mids for st in stages],
+            [st.parents for st in stages],
+            sum(st.evaluated for st in stages),
+            sum(st.valid for st in stages),
+            self.vars,
+            relevance,
+        )
+
+    def _useful(self, gap: int, v: str) -> bool:
+        """Whether a loop over ``v`` in this gap can differ from one in the next gap.
+
+        Moving it down one gap changes only what the node above the gap reserves (when
+        it is lowered through ``v`` and its memory can overflow) and what the node below
+        sees at its position (when ``v`` is not fully relevant to its tensor, or it is a
+        backing node whose memory can overflow).
+        Otherwise the two are the same mapping, and the search keeps the lower one.
+        """
+        holders = self.t.holders
+        if gap == len(holders) - 1 or (gap + 1, v) in self.t.blocked:
+            return True
+        if any(s.slot == gap + 1 and s.var == v for s in self.t.spatial):
+            return True
+        here, below = holders[gap], holders[gap + 1]
+        lowered = not here.backing and here.component in self.res_cols
+        if lowered and self.info.relevance(here.tensor, v) != "irrelevant":
+            return True
+        if self.info.relevance(below.tensor, v) != "relevant":
+            return True
+        return below.backing and below.component in self.res_cols
+
+    def _group(self, sizes: np.ndarray, extra: np.ndarray | None = None) -> np.ndarray:
+        """One integer per distinct row of sizes (and of the ``extra`` size columns)."""
+        key = np.zeros(len(sizes), dtype=np.int64)
+        for k, c in enumerate(self.cands):
+            key = key * len(c) + self.index_of[k][sizes[:, k]]
+        if extra is not None and extra.size:
+            _, inverse = np.unique(extra, axis=0, return_inverse=True)
+            key = key * (int(inverse.max()) + 1) + inverse.ravel()
+        return key
+
+    def _expand_one(self, sizes: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Every choice of one variable's loop in a gap: (new sizes, parent row)."""
+        offsets, values = self.options[k]
+        idx = self.index_of[k][sizes[:, k]]
+        start, count = offsets[idx], offsets[idx + 1] - offsets[idx]
+        total = int(count.sum())
+        rep = np.repeat(np.arange(len(sizes)), count)
+        within = np.arange(total) - np.repeat(np.cumsum(count) - count, count)
+        out = sizes[rep]
+        out[:, k] = values[np.repeat(start, count) + within]
+        return out, rep
+
+    def _finish(self, crit: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Energy and latency of complete tile shapes (the model's latency rule)."""
+        rows = len(crit)
+        per_comp = []
+        for comp in self.flat.path:
+            if comp.kind == "container":
+                continue
+            per_comp.append(self._component_latency(comp, crit, rows))
+        latency = np.maximum.reduce(per_comp) if per_comp else np.zeros(rows)
+        energy = crit[:, 0] + self.leak * latency
+        return energy, latency
+
+    def _component_latency(self, comp: ComponentInfo, crit: np.ndarray, rows: int) -> np.ndarray:
+        names = self.layout.names
+        if comp.kind == "compute":
+            calls = {a: 0.0 for a in comp.actions}
+            if comp.name == self.t.compute and "compute" in comp.actions:
+                calls["compute"] = self._ops_per_instance()
+            return np.full(rows, component_latency(comp, calls) * self.scale)
+        if comp.node.total_latency is None:
+            col = "lat:" + comp.name
+            if col in names:
+                return crit[:, names.index(col)] * comp.actions_scale * self.scale
+            return np.zeros(rows)
+        cols = {
+            a: names.index(f"calls:{comp.name}:{a}")
+            for a in comp.actions
+            if f"calls:{comp.name}:{a}" in names
+        }
+        out = np.empty(rows)
+        cache: dict[tuple, float] = {}
+        for r in range(rows):
+            calls = {a: 0.0 for a in comp.actions}
+            for a, col in cols.items():
+                calls[a] = float(crit[r, col])
+            key = tuple(calls.values())
+            if key not in cache:
+                cache[key] = component_latency(comp, calls) * self.scale
+            out[r] = cache[key]
+        return out
+
+    def _ops_per_instance(self) -> float:
+        if self.info.is_copy:
+            return 0.0
+        ops = 1.0
+        for v in self.vars:
+            ops *= self.info.bounds[v]
+        for s in self.t.spatial:
+            ops /= s.trips
+        return ops
+
+
+def _next_sizes(cands: np.ndarray, bound: int, imperfect: bool) -> tuple[np.ndarray, np.ndarray]:
+    """CSR table: for each candidate tile, the tiles one loop below it may leave."""
+    offsets = [0]
+    values: list[int] = []
+    for c in cands:
+        c = int(c)
+        nxt = [c]
+        if c == bound and imperfect:
+            nxt += [int(d) for d in cands if d < c]
+        else:
+            nxt += [int(d) for d in cands if d < c and c % d == 0]
+        values += nxt
+        offsets.append(len(values))
+    return np.array(offsets, dtype=np.int64), np.array(values, dtype=np.int64)
+
+
+def tile_templates(tilers: list[TemplateTiler]) -> list[TemplateResult]:
+    """Run the search for many templates, sharing the stages their prefixes agree on.
+
+    Templates that differ only below node ``j`` (other spatial loops lower down, another
+    order of the lower storage nodes) see the same partial tile shapes down to ``j``, so
+    the search forks there instead of starting again. Results come in input order.
+    """
+    out: list[TemplateResult | None] = [None] * len(tilers)
+
+    def descend(group: list[int], j: int, stages: list[_Stage]) -> None:
+        first = tilers[group[0]]
+        if j == len(first.t.holders):
+            for i in group:  # identical prefixes all the way down: one template each
+                out[i] = tilers[i].finish(stages)
+            return
+        forks: dict[tuple, list[int]] = {}
+        for i in group:
+            forks.setdefault(tilers[i].stage_key(j), []).append(i)
+        for members in forks.values():
+            tiler = tilers[members[0]]
+            if stages:
+                sizes, crit = stages[-1].sizes, stages[-1].crit
+            else:
+                sizes, crit = tiler.bounds[None, :].copy(), np.zeros((1, tiler.width))
+            st = tiler.stage(j, sizes, crit)
+            if len(st.crit) == 0:
+                for i in members:
+                    out[i] = tilers[i].finish(stages + [st])
+                continue
+            descend(members, j + 1, stages + [st])
+
+    by_unit: dict[str, list[int]] = {}
+    for i, t in enumerate(tilers):
+        by_unit.setdefault(t.t.compute, []).append(i)
+    for members in by_unit.values():
+        descend(members, 0, [])
+    return [r for r in out if r is not None]
