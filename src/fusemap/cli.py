@@ -1,4 +1,4 @@
-"""The ``fusemap`` command line: check, render, evaluate, demo.
+"""The ``fusemap`` command line: check, render, evaluate, map, demo.
 
 Every user error prints one line (``file:line: key: message``) and exits with status 2;
 ``--debug`` shows the traceback instead.
@@ -117,6 +117,10 @@ def evaluate(
         Path | None, typer.Option("--plot", help="Energy breakdown plot (.png).")
     ] = None,
     quiet: Annotated[bool, typer.Option("-q", "--quiet", help="No table.")] = False,
+    einsum: Annotated[
+        list[str] | None,
+        typer.Option("--einsum", help="Score only this Einsum (repeatable), e.g. a pmapping."),
+    ] = None,
 ) -> None:
     """Evaluate a mapping: energy, latency, buffer usage and area."""
     from .model.evaluate import evaluate_mapping
@@ -130,7 +134,7 @@ def evaluate(
     wl = resolve_workload(spec)
     check_mapping(spec, wl)
     try:
-        result = evaluate_mapping(spec, workload=wl)
+        result = evaluate_mapping(spec, workload=wl, einsums=einsum or None)
     except FusemapError as err:  # the model does not know where nodes were written
         raise err.located(spec.locate("mapping")) from None
     if not quiet:
@@ -141,6 +145,37 @@ def evaluate(
         from .report.plots import energy_breakdown
 
         energy_breakdown(result, plot)
+
+
+@app.command(name="map")
+def map_(
+    arch: SpecFile,
+    workload: SpecFile,
+    define: Defines = None,
+    einsum: Annotated[
+        str | None, typer.Option("--einsum", help="Map this Einsum alone (fusion off).")
+    ] = None,
+    objective: Annotated[
+        str, typer.Option("--objective", help="energy | latency | edp")
+    ] = "energy",
+    out: Annotated[
+        Path | None, typer.Option("-o", "--out", help="Write the best mapping (YAML).")
+    ] = None,
+    json_out: Annotated[
+        Path | None, typer.Option("--json", help="Write result and statistics as JSON.")
+    ] = None,
+) -> None:
+    """Find the optimal mapping. With --einsum: the best pmapping of one Einsum."""
+    from .mapper.single import map_einsum
+
+    if einsum is None:
+        raise FusemapError(
+            "mapping a whole workload (fusion) is not available yet: pass --einsum NAME "
+            "to map one Einsum"
+        )
+    spec = _load([arch, workload], define)
+    spec.require("arch", "workload")
+    map_einsum(spec, einsum, objective, out=out, json_out=json_out, echo=typer.echo)
 
 
 @app.command()

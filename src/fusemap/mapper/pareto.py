@@ -2,7 +2,7 @@
 
 A row dominates another when it is no worse in every criterion (smaller is better).
 Of rows equal in every criterion the first (in input order) is kept, so results do
-not depend on anything but the input.
+not depend on anything but the input order.
 """
 
 from __future__ import annotations
@@ -12,33 +12,42 @@ import numpy as np
 
 
 @numba.njit(cache=True)
-def _scan(order: np.ndarray, groups: np.ndarray, crit: np.ndarray) -> np.ndarray:
+def _fronts(groups: np.ndarray, crit: np.ndarray, n_groups: int) -> np.ndarray:
+    """One pass in input order, keeping a linked list of the current front per group."""
     n, k = crit.shape
+    head = np.full(n_groups, -1, dtype=np.int64)
+    nxt = np.full(n, -1, dtype=np.int64)
     keep = np.zeros(n, dtype=np.bool_)
-    front = np.empty(n, dtype=np.int64)
-    size = 0
-    current = -1
-    for idx in range(n):
-        i = order[idx]
+    for i in range(n):
         g = groups[i]
-        if g != current:
-            current = g
-            size = 0
         dominated = False
-        for f in range(size):
-            j = front[f]
-            worse = True
+        prev = -1
+        j = head[g]
+        while j != -1:
+            j_le = True  # row j is no worse than row i everywhere
+            i_le = True
             for c in range(k):
                 if crit[j, c] > crit[i, c]:
-                    worse = False
-                    break
-            if worse:
+                    j_le = False
+                if crit[i, c] > crit[j, c]:
+                    i_le = False
+            if j_le:
                 dominated = True
                 break
+            following = nxt[j]
+            if i_le:  # row i dominates row j: drop j from the front
+                keep[j] = False
+                if prev == -1:
+                    head[g] = following
+                else:
+                    nxt[prev] = following
+            else:
+                prev = j
+            j = following
         if not dominated:
             keep[i] = True
-            front[size] = i
-            size += 1
+            nxt[i] = head[g]
+            head[g] = i
     return keep
 
 
@@ -48,12 +57,10 @@ def pareto_mask(groups: np.ndarray, criteria: np.ndarray) -> np.ndarray:
     if n == 0:
         return np.zeros(0, dtype=bool)
     crit = np.ascontiguousarray(criteria, dtype=np.float64).reshape(n, -1)
-    if crit.shape[1] == 0:
-        crit = np.zeros((n, 1))
-    # Sort by group, then by the first criterion, then by the sum of the others: a row
-    # can only be dominated by one sorted before it (a dominating row with the same first
-    # criterion has a smaller sum, or is equal). The stable sort keeps input order among
-    # equal rows.
-    rest = crit[:, 1:].sum(axis=1) if crit.shape[1] > 1 else np.zeros(n)
-    order = np.lexsort((rest, crit[:, 0], groups)).astype(np.int64)
-    return _scan(order, np.asarray(groups, dtype=np.int64), crit)
+    groups = np.asarray(groups, dtype=np.int64)
+    top = int(groups.max()) + 1 if n else 0
+    if groups.min() < 0 or top > max(4 * n, 1 << 20):
+        _, groups = np.unique(groups, return_inverse=True)
+        groups = groups.ravel().astype(np.int64)
+        top = int(groups.max()) + 1
+    return _fronts(groups, crit, top)

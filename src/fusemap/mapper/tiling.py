@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..model.costs import component_latency, gated_fraction, total_leak_power
+from ..model.reuse import projection_terms
 from ..spec.arch_eval import ComponentInfo, FlatArch
 from ..spec.resolve import EinsumInfo
 from .pareto import pareto_mask
@@ -29,7 +30,6 @@ from .terms import (
     reservation_sizes,
     tile_values,
 )
-from ..model.reuse import projection_terms
 
 
 @dataclass
@@ -114,7 +114,9 @@ class TemplateTiler:
         self.options: list[tuple[np.ndarray, np.ndarray]] = []
         for v in self.vars:
             n = info.bounds[v]
-            imperfect = config.imperfect and v not in spatial_vars and n <= config.imperfect_max_bound
+            imperfect = (
+                config.imperfect and v not in spatial_vars and n <= config.imperfect_max_bound
+            )
             self.imperfect.append(imperfect)
             c = np.array(candidate_sizes(n, imperfect), dtype=np.int64)
             self.cands.append(c)
@@ -326,7 +328,9 @@ class TemplateTiler:
         crit = last.crit + self.leaf_costs()
         energy, latency = self._finish(crit)
         reservations = {c: crit[:, col] for c, col in self.res_cols.items()}
-        relevance = {x: {v: self.info.relevance(x, v) for v in self.vars} for x in self.info.tensors}
+        relevance = {
+            x: {v: self.info.relevance(x, v) for v in self.vars} for x in self.info.tensors
+        }
         return TemplateResult(
             self.t,
             energy,
