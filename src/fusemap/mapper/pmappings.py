@@ -19,7 +19,7 @@ from ..spec.arch_eval import ArchEvaluator
 from ..spec.resolve import WorkloadInfo
 from .pareto import pareto_mask
 from .space import MapperConfig, Template, templates
-from .tiling import TemplateResult, TemplateTiler, tile_templates
+from .tiling import TemplateResult, TemplateTiler, TilingCounts, tile_templates
 
 OBJECTIVES = ("energy", "latency", "edp")
 
@@ -29,6 +29,7 @@ class PmappingStats:
     """How much of the mapspace was seen, and how much survived."""
 
     templates: int = 0
+    stages: int = 0  # search stages run (templates share the stages of common prefixes)
     tile_shapes_evaluated: int = 0  # partial tile shapes costed by the search
     tile_shapes_valid: int = 0  # of those, within every capacity
     pareto: int = 0  # rows of the final table
@@ -81,6 +82,23 @@ class PmappingTable:
     def mapping(self, i: int) -> M.Mapping:
         """The LoopTree of row ``i``."""
         return materialize(self.results[int(self.template[i])], int(self.row[i]))
+
+    def renamed(self, einsum: str, tensors: dict[str, str]) -> PmappingTable:
+        """The same table for an identical Einsum with other tensor names."""
+        from dataclasses import replace
+
+        from .space import Holder
+
+        results = []
+        for r in self.results:
+            t = r.template
+            holders = tuple(
+                Holder(tensors[h.tensor], h.component, h.level, h.backing) for h in t.holders
+            )
+            tmpl = replace(t, einsum=einsum, holders=holders)
+            rel = {tensors[k]: v for k, v in r.relevance.items()}
+            results.append(replace(r, template=tmpl, relevance=rel))
+        return replace(self, einsum=einsum, results=results)
 
     def compatibility(self, i: int, shared: frozenset[str]) -> list[Compatibility]:
         """Per shared tensor of the Einsum: backing memory and the loops above it."""
@@ -167,13 +185,19 @@ def generate_pmappings(
         )
         for tmpl in temps
     ]
-    done = tile_templates(tilers)
-    for res in done:
-        stats.tile_shapes_evaluated += res.evaluated
-        stats.tile_shapes_valid += res.valid
+    counts = TilingCounts()
+    finished = [0]
+
+    def step(n: int) -> None:
+        finished[0] += n
+        if progress:
+            progress(finished[0], len(temps))
+
+    done = tile_templates(tilers, counts, step)
+    stats.tile_shapes_evaluated = counts.evaluated
+    stats.tile_shapes_valid = counts.valid
+    stats.stages = counts.stages
     results = [r for r in done if r.rows]
-    if progress:
-        progress(len(temps), len(temps))
     table = _combine(einsum, results, objective)
     stats.pareto = len(table)
     stats.seconds = time.perf_counter() - start

@@ -145,13 +145,16 @@ def _entries(bound: int, s: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
 
 def tile_values(terms: list[list[tuple[str, int]]], sizes: dict[str, np.ndarray]) -> np.ndarray:
     """Dense box occupancy per row (the model's ``tile_values``)."""
-    total: np.ndarray | float = 1.0
+    total: np.ndarray | float | None = None
     for rank in terms:
-        extent: np.ndarray | float = 1.0
-        for v, c in rank:
-            extent = extent + c * (sizes[v] - 1)
-        total = total * extent
-    return np.asarray(total, dtype=np.float64)
+        if len(rank) == 1 and rank[0][1] == 1:  # the common case: the rank is one variable
+            extent: np.ndarray | float = sizes[rank[0][0]]
+        else:
+            extent = 1.0
+            for v, c in rank:
+                extent = extent + c * (sizes[v] - 1)
+        total = extent if total is None else total * extent
+    return np.asarray(1.0 if total is None else total, dtype=np.float64)
 
 
 def fill_basis(info: EinsumInfo, tensor: str, sizes: dict[str, np.ndarray]) -> np.ndarray:

@@ -12,6 +12,7 @@ compute leaf is exactly the Pareto front of the template's complete tile shapes.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -125,6 +126,7 @@ class TemplateTiler:
             lookup[c] = np.arange(len(c))
             self.index_of.append(lookup)
         self.nodes = node_terms(template, info, flat)
+        self.terms = {x: projection_terms(info, x) for x in info.tensors}
         self.comp = {c.name: c for c in flat.path}
         # One column layout per compute unit, so templates can share search stages.
         self.layout = _Layout()
@@ -296,7 +298,7 @@ class TemplateTiler:
     def _add_reservation(self, holder, here: dict, below: dict, cost: np.ndarray) -> None:
         r = reservation_sizes(self.info, holder.tensor, holder.backing, here, below)
         comp = self.comp[holder.component]
-        bits = tile_values(projection_terms(self.info, holder.tensor), r)
+        bits = tile_values(self.terms[holder.tensor], r)
         cost[:, self.res_cols[holder.component]] += bits * comp.value_bits(
             holder.tensor, self.bits[holder.tensor]
         )
@@ -313,11 +315,11 @@ class TemplateTiler:
             return view
         sizes = {v: below[:, k] for k, v in enumerate(self.vars)}
         for c, col in self.res_cols.items():
-            worst = crit[:, col].copy()
+            worst = crit[:, col]
             for h in self.t.holders[first:]:
                 if h.component == c:
-                    bits = tile_values(projection_terms(self.info, h.tensor), sizes)
-                    worst += bits * self.comp[c].value_bits(h.tensor, self.bits[h.tensor])
+                    bits = tile_values(self.terms[h.tensor], sizes)
+                    worst = worst + bits * self.comp[c].value_bits(h.tensor, self.bits[h.tensor])
             slack = worst <= self.comp[c].size * (1 + 1e-9)
             view[slack, self.pareto_cols.index(col)] = 0.0
         return view
@@ -457,7 +459,20 @@ def _next_sizes(cands: np.ndarray, bound: int, imperfect: bool) -> tuple[np.ndar
     return np.array(offsets, dtype=np.int64), np.array(values, dtype=np.int64)
 
 
-def tile_templates(tilers: list[TemplateTiler]) -> list[TemplateResult]:
+@dataclass
+class TilingCounts:
+    """Work done by :func:`tile_templates` (each shared stage counted once)."""
+
+    stages: int = 0
+    evaluated: int = 0  # partial tile shapes costed
+    valid: int = 0  # of those, within every capacity
+
+
+def tile_templates(
+    tilers: list[TemplateTiler],
+    counts: TilingCounts | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> list[TemplateResult]:
     """Run the search for many templates, sharing the stages their prefixes agree on.
 
     Templates that differ only below node ``j`` (other spatial loops lower down, another
@@ -471,6 +486,8 @@ def tile_templates(tilers: list[TemplateTiler]) -> list[TemplateResult]:
         if j == len(first.t.holders):
             for i in group:  # identical prefixes all the way down: one template each
                 out[i] = tilers[i].finish(stages)
+                if progress:
+                    progress(1)
             return
         forks: dict[tuple, list[int]] = {}
         for i in group:
@@ -482,9 +499,15 @@ def tile_templates(tilers: list[TemplateTiler]) -> list[TemplateResult]:
             else:
                 sizes, crit = tiler.bounds[None, :].copy(), np.zeros((1, tiler.width))
             st = tiler.stage(j, sizes, crit)
+            if counts is not None:
+                counts.stages += 1
+                counts.evaluated += st.evaluated
+                counts.valid += st.valid
             if len(st.crit) == 0:
                 for i in members:
                     out[i] = tilers[i].finish(stages + [st])
+                    if progress:
+                        progress(1)
                 continue
             descend(members, j + 1, stages + [st])
 

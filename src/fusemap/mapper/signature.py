@@ -1,0 +1,87 @@
+"""When two Einsums have the same pmappings: a signature up to tensor names.
+
+GPT-style workloads repeat Einsums (the Q, K and V projections): same rank variables and
+bounds, same projections, and an architecture that treats them alike. Their pmapping
+tables are then equal up to tensor names, so they are generated once. The signature
+covers everything the generator reads; tensors are named by position.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..spec.arch_eval import ArchEvaluator, ComponentInfo
+from ..spec.resolve import EinsumInfo, WorkloadInfo
+
+
+def einsum_signature(info: EinsumInfo, workload: WorkloadInfo, arch: ArchEvaluator) -> tuple:
+    """A hashable description of ``info`` and its evaluated arch, tensors renamed."""
+    rename = {t: f"#{i}" for i, t in enumerate(info.tensors)}
+
+    def names(items) -> tuple:
+        return tuple(sorted(rename.get(t, "?" + t) for t in items))
+
+    def keyed(mapping) -> tuple:
+        return tuple(sorted((rename.get(k, "?" + k), repr(v)) for k, v in mapping.items()))
+
+    tensors = tuple(
+        (
+            rename[t],
+            tuple((r, repr(p)) for r, p in info.projections[t].items()),
+            t in info.outputs,
+            workload.tensors[t].bits_per_value,
+            t in info.persistent,
+        )
+        for t in info.tensors
+    )
+    comps = tuple(_component(c, names, keyed) for c in arch.components(info.name).values())
+    return (
+        tuple((v, info.bounds[v]) for v in info.rank_variables),
+        tensors,
+        info.is_copy,
+        info.n_instances,
+        workload.n_instances,
+        comps,
+    )
+
+
+def _component(c: ComponentInfo, names, keyed) -> tuple[Any, ...]:
+    spatial = tuple(
+        (
+            d.name,
+            d.fanout,
+            names(d.may_reuse),
+            names(d.reuse),
+            d.usage_scale,
+            d.power_gateable,
+            d.min_usage,
+            repr(d.loop_bounds),
+        )
+        for d in c.spatial
+    )
+    actions = tuple(
+        (a.name, a.energy, a.throughput, a.bits_per_action, keyed(a.values_per_action), a.missing)
+        for a in c.actions.values()
+    )
+    return (
+        c.name,
+        c.kind,
+        c.size,
+        c.enabled,
+        c.area,
+        c.leak_power,
+        c.actions_scale,
+        names(c.keep),
+        names(c.may_keep),
+        keyed(c.bits_per_value),
+        c.skip_initial_output_write,
+        keyed(c.direction),
+        spatial,
+        actions,
+        str(getattr(c.node, "total_latency", None)),
+    )
+
+
+def tensor_renaming(a: EinsumInfo, b: EinsumInfo) -> dict[str, str]:
+    """Tensor names of ``a`` -> the tensor of ``b`` at the same position."""
+    return dict(zip(a.tensors, b.tensors, strict=True))
