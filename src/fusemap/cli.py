@@ -132,7 +132,7 @@ def evaluate(
     spec = _load([arch, workload, mapping], define)
     spec.require("arch", "workload", "mapping")
     wl = resolve_workload(spec)
-    check_mapping(spec, wl)
+    check_mapping(spec, wl, einsum or None)
     try:
         result = evaluate_mapping(spec, workload=wl, einsums=einsum or None)
     except FusemapError as err:  # the model does not know where nodes were written

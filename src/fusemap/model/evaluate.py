@@ -37,7 +37,7 @@ def evaluate_mapping(
     workload = workload or resolve_workload(spec)
     arch = arch or ArchEvaluator(spec, workload)
     if mapping is spec.mapping and spec._checked_with is not workload:
-        check_mapping(spec, workload)  # names checked with file and line where written
+        check_mapping(spec, workload, einsums)  # names checked with file and line
         spec._checked_with = workload
     by_einsum = branch_chains(mapping)
     known = {e.name for e in workload.einsums}

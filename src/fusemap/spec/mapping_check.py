@@ -37,7 +37,7 @@ def node_locations(spec: Spec) -> dict[int, Location]:
     return {id(node): spec.locate(*path) for node, path in mapping_nodes(spec)}
 
 
-def check_mapping(spec: Spec, workload: WorkloadInfo) -> None:
+def check_mapping(spec: Spec, workload: WorkloadInfo, only: list[str] | None = None) -> None:
     """Raise a located error for the first bad name in the mapping."""
     spec.require("arch", "mapping")
     assert spec.arch is not None and spec.mapping is not None
@@ -95,10 +95,11 @@ def check_mapping(spec: Spec, workload: WorkloadInfo) -> None:
                     f"Einsum {node.einsum} has two !Compute nodes", where(node, "einsum")
                 )
             computes[node.einsum] = node
-    missing = [e for e in einsums if e not in computes]
+    missing = [e for e in einsums if e not in computes and (only is None or e in only)]
     if missing:
+        hint = "" if only else " (to score only some Einsums, name them with --einsum)"
         raise InvalidMappingError(
-            f"the mapping has no !Compute node for Einsum(s) {', '.join(missing)}",
+            f"the mapping has no !Compute node for Einsum(s) {', '.join(missing)}{hint}",
             spec.locate("mapping"),
         )
     for branch in spec.mapping.branches():

@@ -1,0 +1,85 @@
+"""``fusemap map --einsum`` on the corpus: the single-Einsum optimum beats the reference.
+
+For ``matmuls.yaml`` with one Einsum, the best energy must be at most the established
+mapper's optimum in ``../shared/reference/mapper/cases.json``, and the written mapping,
+scored by ``fusemap evaluate --einsum``, must give the same energy.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from cli_helpers import run_cli
+
+SHARED = Path(__file__).resolve().parents[2] / "shared"
+CASES = SHARED / "reference" / "mapper" / "cases.json"
+if not CASES.is_file():
+    pytest.skip("the shared reference (../shared) is absent", allow_module_level=True)
+
+SINGLE = ["simple_mm128_n1", "simple_e100_mm128_n1", "tpu_mm128_n1"]
+
+
+def _case(name: str) -> dict:
+    return next(c for c in json.loads(CASES.read_text())["cases"] if c["name"] == name)
+
+
+@pytest.mark.parametrize("name", SINGLE)
+def test_single_einsum_optimum_is_at_most_the_reference(name, tmp_path, monkeypatch, capsys):
+    case = _case(name)
+    defines = [x for k, v in case["params"].items() for x in ("-D", f"{k}={v}")]
+    arch, wl = str(SHARED / case["arch"]), str(SHARED / case["workload"])
+    out, res = tmp_path / "best.yaml", tmp_path / "best.json"
+    code, text = run_cli(
+        ["map", arch, wl, *defines, "--einsum", "Matmul0", "-o", str(out), "--json", str(res)],
+        monkeypatch,
+        capsys,
+    )
+    assert code == 0, text
+    found = json.loads(res.read_text())
+    assert found["energy"] <= case["reference_energy"] * (1 + 1e-9)
+    assert found["statistics"]["pareto"] >= 1
+    assert "Best pmapping of Matmul0" in text
+    scored = tmp_path / "scored.json"
+    code, text = run_cli(
+        ["evaluate", arch, wl, str(out), *defines, "--einsum", "Matmul0", "-q"]
+        + ["--json", str(scored)],
+        monkeypatch,
+        capsys,
+    )
+    assert code == 0, text
+    again = json.loads(scored.read_text())["energy"]
+    assert again == pytest.approx(found["energy"], rel=1e-12)
+
+
+def test_map_errors_are_one_line(tmp_path, monkeypatch, capsys):
+    case = _case("simple_mm128_n1")
+    arch, wl = str(SHARED / case["arch"]), str(SHARED / case["workload"])
+    base = ["map", arch, wl, "-D", "N_EINSUMS=1"]
+    for extra, expected in (
+        (["--einsum", "Nope"], "unknown Einsum 'Nope'"),
+        (["--einsum", "Matmul0", "--objective", "speed"], "unknown objective 'speed'"),
+        ([], "pass --einsum NAME"),
+    ):
+        code, text = run_cli(base + extra, monkeypatch, capsys)
+        assert code == 2
+        assert expected in text
+        assert "Traceback" not in text
+        assert len(text.strip().splitlines()) == 1
+
+
+def test_evaluate_needs_einsum_for_a_partial_mapping(tmp_path, monkeypatch, capsys):
+    case = _case("simple_mm128_n1")
+    arch, wl = str(SHARED / case["arch"]), str(SHARED / case["workload"])
+    out = tmp_path / "m.yaml"
+    code, _ = run_cli(
+        ["map", arch, wl, "-D", "N_EINSUMS=2", "--einsum", "Matmul1", "-o", str(out)],
+        monkeypatch,
+        capsys,
+    )
+    assert code == 0
+    code, text = run_cli(["evaluate", arch, wl, str(out), "-D", "N_EINSUMS=2"], monkeypatch, capsys)
+    assert code == 2
+    assert "no !Compute node for Einsum(s) Matmul0" in text and "--einsum" in text
