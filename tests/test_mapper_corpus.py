@@ -83,3 +83,17 @@ def test_evaluate_needs_einsum_for_a_partial_mapping(tmp_path, monkeypatch, caps
     code, text = run_cli(["evaluate", arch, wl, str(out), "-D", "N_EINSUMS=2"], monkeypatch, capsys)
     assert code == 2
     assert "no !Compute node for Einsum(s) Matmul0" in text and "--einsum" in text
+
+
+def test_mapper_knobs_are_validated(tmp_path, monkeypatch, capsys):
+    case = _case("simple_mm128_n1")
+    arch, wl = str(SHARED / case["arch"]), str(SHARED / case["workload"])
+    knobs = tmp_path / "knobs.yaml"
+    knobs.write_text("mapper:\n  imperfect_max_bound: many\n")
+    code, text = run_cli(
+        ["map", arch, wl, str(knobs), "-D", "N_EINSUMS=1", "--einsum", "Matmul0"],
+        monkeypatch,
+        capsys,
+    )
+    assert code == 2
+    assert "knobs.yaml:2: mapper.imperfect_max_bound: expected an integer" in text

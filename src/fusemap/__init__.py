@@ -31,3 +31,13 @@ def evaluate(spec: Spec, mapping: Any = None):
     from .model.evaluate import evaluate_mapping
 
     return evaluate_mapping(spec, mapping)
+
+
+def pmappings(spec: Spec, einsum: str, objective: str = "energy"):
+    """The Pareto-optimal pmappings of one Einsum (fusion off) as a ``PmappingTable``.
+
+    ``table.best(objective)`` is the best row, ``table.mapping(row)`` its LoopTree.
+    """
+    from .mapper.pmappings import generate_pmappings
+
+    return generate_pmappings(spec, einsum, objective=objective)

@@ -151,6 +151,10 @@ def evaluate(
 def map_(
     arch: SpecFile,
     workload: SpecFile,
+    extra: Annotated[
+        list[Path] | None,
+        typer.Argument(help="More YAML files (e.g. `mapper:` knobs)", show_default=False),
+    ] = None,
     define: Defines = None,
     einsum: Annotated[
         str | None, typer.Option("--einsum", help="Map this Einsum alone (fusion off).")
@@ -173,7 +177,7 @@ def map_(
             "mapping a whole workload (fusion) is not available yet: pass --einsum NAME "
             "to map one Einsum"
         )
-    spec = _load([arch, workload], define)
+    spec = _load([arch, workload, *(extra or [])], define)
     spec.require("arch", "workload")
     map_einsum(spec, einsum, objective, out=out, json_out=json_out, echo=typer.echo)
 

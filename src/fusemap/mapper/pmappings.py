@@ -18,7 +18,7 @@ from ..spec import mapping as M
 from ..spec.arch_eval import ArchEvaluator
 from ..spec.resolve import WorkloadInfo
 from .pareto import pareto_mask
-from .space import MapperConfig, Template, templates
+from .space import MapperConfig, Template, config_from_spec, templates
 from .tiling import TemplateResult, TemplateTiler, TilingCounts, tile_templates
 
 OBJECTIVES = ("energy", "latency", "edp")
@@ -40,7 +40,7 @@ class PmappingStats:
         return dict(self.__dict__)
 
 
-@dataclass
+@dataclass(frozen=True)
 class Compatibility:
     """What a pmapping exchanges with its neighbours through one shared tensor."""
 
@@ -102,17 +102,26 @@ class PmappingTable:
 
     def compatibility(self, i: int, shared: frozenset[str]) -> list[Compatibility]:
         """Per shared tensor of the Einsum: backing memory and the loops above it."""
-        nodes = self.mapping(i).nodes
-        out = []
-        for t in sorted(shared):
-            loops: list[tuple[str, int]] = []
-            for node in nodes:
-                if isinstance(node, M.Storage) and t in node.tensors:
-                    out.append(Compatibility(t, node.component, tuple(loops)))
-                    break
-                if isinstance(node, (M.Temporal, M.Spatial)):
-                    loops.append((node.rank_variable, node.tile_shape))
-        return out
+        return compatibility_of(self.mapping(i), shared)
+
+
+def compatibility_of(mapping: M.Mapping, shared: frozenset[str]) -> list[Compatibility]:
+    """Per shared tensor: backing memory and the loops above it, in order."""
+    out = []
+    for t in sorted(shared):
+        loops: list[tuple[str, int]] = []
+        for node in mapping.nodes:
+            if isinstance(node, M.Storage) and t in node.tensors:
+                out.append(Compatibility(t, node.component, tuple(loops)))
+                break
+            if isinstance(node, (M.Temporal, M.Spatial)):
+                loops.append((node.rank_variable, node.tile_shape))
+    return out
+
+
+def _top(res: TemplateResult, holder) -> bool:
+    """Backing in the first memory with no loop above (what fusion-off gives)."""
+    return holder.backing and holder.level == res.template.holders[0].level
 
 
 def materialize(res: TemplateResult, row: int) -> M.Mapping:
@@ -165,7 +174,7 @@ def generate_pmappings(
     from ..spec.resolve import resolve_workload
 
     start = time.perf_counter()
-    config = config or MapperConfig()
+    config = config or config_from_spec(spec)
     workload = workload or resolve_workload(spec)
     arch = arch or ArchEvaluator(spec, workload)
     info = workload.einsum(einsum)
@@ -198,15 +207,22 @@ def generate_pmappings(
     stats.tile_shapes_valid = counts.valid
     stats.stages = counts.stages
     results = [r for r in done if r.rows]
-    table = _combine(einsum, results, objective)
+    shared = frozenset(t for t in info.tensors if t in workload.shared)
+    table = _combine(einsum, results, objective, shared)
     stats.pareto = len(table)
     stats.seconds = time.perf_counter() - start
     table.stats = stats
     return table
 
 
-def _combine(einsum: str, results: list[TemplateResult], objective: str) -> PmappingTable:
-    """All templates' rows, Pareto-pruned together (energy, latency, reservations)."""
+def _combine(
+    einsum: str, results: list[TemplateResult], objective: str, shared: frozenset[str]
+) -> PmappingTable:
+    """All templates' rows, Pareto-pruned (energy, latency, reservations) per compatibility.
+
+    Rows that exchange shared tensors differently (another backing memory, other loops
+    above it) are never compared: either may be the one a neighbour needs.
+    """
     if not results:
         empty = np.zeros(0)
         return PmappingTable(einsum, [], empty.astype(int), empty.astype(int), empty, empty, {})
@@ -220,7 +236,16 @@ def _combine(einsum: str, results: list[TemplateResult], objective: str) -> Pmap
         for m in memories
     }
     cols = [energy] + ([latency] if objective != "energy" else []) + [res[m] for m in memories]
-    keep = pareto_mask(np.zeros(len(energy), dtype=np.int64), np.stack(cols, axis=1))
+    keys: dict[tuple, int] = {}
+    groups = np.zeros(len(energy), dtype=np.int64)
+    for i in range(len(energy)):
+        res_i = results[int(tmpl[i])]
+        if not any(h.tensor in shared and not _top(res_i, h) for h in res_i.template.holders):
+            key: tuple = ()  # every shared tensor backed at the top with no loop above
+        else:
+            key = tuple(compatibility_of(materialize(res_i, int(row[i])), shared))
+        groups[i] = keys.setdefault(key, len(keys))
+    keep = pareto_mask(groups, np.stack(cols, axis=1))
     return PmappingTable(
         einsum,
         results,

@@ -50,6 +50,20 @@ class MapperConfig:
     """Let shared tensors be backed below the top memory (fusion); off for ``--einsum``."""
 
 
+def config_from_spec(spec) -> MapperConfig:
+    """The knobs given under the spec's ``mapper:`` key (others keep their defaults)."""
+    extra = dict(getattr(spec.mapper, "model_extra", None) or {})
+    out = {}
+    for key, kind in (("imperfect", bool), ("imperfect_max_bound", int)):
+        if key in extra:
+            value = extra[key]
+            if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+                want = "true or false" if kind is bool else "an integer"
+                raise FusemapError(f"expected {want}, got {value!r}", spec.locate("mapper", key))
+            out[key] = value
+    return MapperConfig(**out)
+
+
 @dataclass(frozen=True)
 class Holder:
     """One storage node of a template: ``tensor`` kept in ``component``."""
