@@ -18,8 +18,9 @@ from ..spec import mapping as M
 from ..spec.arch_eval import ArchEvaluator
 from ..spec.resolve import WorkloadInfo
 from .pareto import pareto_mask
-from .space import MapperConfig, Template, config_from_spec, templates
-from .tiling import TemplateResult, TemplateTiler, TilingCounts, tile_templates
+from .search import TilingCounts, tile_templates
+from .space import MapperConfig, config_from_spec, templates
+from .tiling import TemplateResult, TemplateTiler
 
 OBJECTIVES = ("energy", "latency", "edp")
 
@@ -164,7 +165,6 @@ def generate_pmappings(
     workload: WorkloadInfo | None = None,
     arch: ArchEvaluator | None = None,
     progress: Callable[[int, int], None] | None = None,
-    only: list[Template] | None = None,
 ) -> PmappingTable:
     """Tile every template of ``einsum`` and keep the Pareto-optimal pmappings.
 
@@ -180,7 +180,7 @@ def generate_pmappings(
     info = workload.einsum(einsum)
     scale = workload.n_instances * info.n_instances
     bits = {t: workload.tensors[t].bits_per_value for t in info.tensors}
-    temps = only if only is not None else templates(info, arch, workload, config)
+    temps = templates(info, arch, config)
     stats = PmappingStats(templates=len(temps))
     tilers = [
         TemplateTiler(

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from ..spec.arch_eval import ArchEvaluator, FlatArch, SpatialInfo
 from ..spec.errors import FusemapError
 from ..spec.expressions import evaluate
-from ..spec.resolve import EinsumInfo, WorkloadInfo
+from ..spec.resolve import EinsumInfo
 from ..spec.sets import TensorSet, evaluate_set_expression
 
 
@@ -172,7 +172,7 @@ def holder_orders(holders: list[Holder], flat: FlatArch) -> list[tuple[Holder, .
 
 
 def _dim_assignments(
-    info: EinsumInfo, dim: SpatialInfo, workload: WorkloadInfo, comp_name: str
+    info: EinsumInfo, dim: SpatialInfo, comp_name: str
 ) -> list[tuple[tuple[str, int], ...]]:
     """Spatial loops one fanout dimension may carry: (var, trips) tuples."""
     tensors = set(info.tensors)
@@ -252,14 +252,12 @@ def _compare(x: float, op: str, value: float) -> bool:
     return ops[op]
 
 
-def spatial_choices(
-    info: EinsumInfo, flat: FlatArch, workload: WorkloadInfo
-) -> list[tuple[SpatialLoop, ...]]:
+def spatial_choices(info: EinsumInfo, flat: FlatArch) -> list[tuple[SpatialLoop, ...]]:
     """Every assignment of spatial loops to the fanouts on the path."""
     dims = []
     for level, comp in enumerate(flat.path):
         for dim in comp.spatial:
-            opts = _dim_assignments(info, dim, workload, comp.name)
+            opts = _dim_assignments(info, dim, comp.name)
             loops = [
                 tuple(SpatialLoop(comp.name, dim.name, level, v, n) for v, n in a) for a in opts
             ]
@@ -297,7 +295,6 @@ def place_spatial(
 def templates(
     info: EinsumInfo,
     arch: ArchEvaluator,
-    workload: WorkloadInfo,
     config: MapperConfig,
     backing: dict[str, int] | None = None,
     compute: str | None = None,
@@ -314,7 +311,7 @@ def templates(
             )
         compute_level = len(flat.path) - 1
         backs = [backing] if backing else _backing_combos(info, flat, config.fusion)
-        spatial = spatial_choices(info, flat, workload)
+        spatial = spatial_choices(info, flat)
         for b in backs:
             for hs in holder_sets(info, flat, b):
                 for order in holder_orders(hs, flat):

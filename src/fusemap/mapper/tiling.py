@@ -12,7 +12,6 @@ compute leaf is exactly the Pareto front of the template's complete tile shapes.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -44,8 +43,6 @@ class TemplateResult:
     stage_sizes: list[np.ndarray]  # per chain position: (rows, V) tile sizes above the node
     stage_mids: list[np.ndarray]  # per gap: (rows of next stage, V) sizes after its loops
     stage_parents: list[np.ndarray]  # per stage > 0: row of the stage above
-    evaluated: int = 0  # partial tile shapes evaluated
-    valid: int = 0  # of those, within capacity
     variables: list[str] = field(default_factory=list)  # column order of the size arrays
     relevance: dict[str, dict[str, str]] = field(default_factory=dict)  # tensor -> var -> kind
 
@@ -341,8 +338,6 @@ class TemplateTiler:
             [self.bounds[None, :].copy()] + [st.sizes for st in stages],
             [st.mids for st in stages],
             [st.parents for st in stages],
-            sum(st.evaluated for st in stages),
-            sum(st.valid for st in stages),
             self.vars,
             relevance,
         )
@@ -457,63 +452,3 @@ def _next_sizes(cands: np.ndarray, bound: int, imperfect: bool) -> tuple[np.ndar
         values += nxt
         offsets.append(len(values))
     return np.array(offsets, dtype=np.int64), np.array(values, dtype=np.int64)
-
-
-@dataclass
-class TilingCounts:
-    """Work done by :func:`tile_templates` (each shared stage counted once)."""
-
-    stages: int = 0
-    evaluated: int = 0  # partial tile shapes costed
-    valid: int = 0  # of those, within every capacity
-
-
-def tile_templates(
-    tilers: list[TemplateTiler],
-    counts: TilingCounts | None = None,
-    progress: Callable[[int], None] | None = None,
-) -> list[TemplateResult]:
-    """Run the search for many templates, sharing the stages their prefixes agree on.
-
-    Templates that differ only below node ``j`` (other spatial loops lower down, another
-    order of the lower storage nodes) see the same partial tile shapes down to ``j``, so
-    the search forks there instead of starting again. Results come in input order.
-    """
-    out: list[TemplateResult | None] = [None] * len(tilers)
-
-    def descend(group: list[int], j: int, stages: list[_Stage]) -> None:
-        first = tilers[group[0]]
-        if j == len(first.t.holders):
-            for i in group:  # identical prefixes all the way down: one template each
-                out[i] = tilers[i].finish(stages)
-                if progress:
-                    progress(1)
-            return
-        forks: dict[tuple, list[int]] = {}
-        for i in group:
-            forks.setdefault(tilers[i].stage_key(j), []).append(i)
-        for members in forks.values():
-            tiler = tilers[members[0]]
-            if stages:
-                sizes, crit = stages[-1].sizes, stages[-1].crit
-            else:
-                sizes, crit = tiler.bounds[None, :].copy(), np.zeros((1, tiler.width))
-            st = tiler.stage(j, sizes, crit)
-            if counts is not None:
-                counts.stages += 1
-                counts.evaluated += st.evaluated
-                counts.valid += st.valid
-            if len(st.crit) == 0:
-                for i in members:
-                    out[i] = tilers[i].finish(stages + [st])
-                    if progress:
-                        progress(1)
-                continue
-            descend(members, j + 1, stages + [st])
-
-    by_unit: dict[str, list[int]] = {}
-    for i, t in enumerate(tilers):
-        by_unit.setdefault(t.t.compute, []).append(i)
-    for members in by_unit.values():
-        descend(members, 0, [])
-    return [r for r in out if r is not None]

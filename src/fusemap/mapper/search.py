@@ -1,0 +1,70 @@
+"""Tiling many templates at once, sharing the search stages of common prefixes."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from .tiling import TemplateResult, TemplateTiler, _Stage
+
+
+@dataclass
+class TilingCounts:
+    """Work done by :func:`tile_templates` (each shared stage counted once)."""
+
+    stages: int = 0
+    evaluated: int = 0  # partial tile shapes costed
+    valid: int = 0  # of those, within every capacity
+
+
+def tile_templates(
+    tilers: list[TemplateTiler],
+    counts: TilingCounts | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> list[TemplateResult]:
+    """Run the search for many templates, sharing the stages their prefixes agree on.
+
+    Templates that differ only below node ``j`` (other spatial loops lower down, another
+    order of the lower storage nodes) see the same partial tile shapes down to ``j``, so
+    the search forks there instead of starting again. Results come in input order.
+    """
+    out: list[TemplateResult | None] = [None] * len(tilers)
+
+    def descend(group: list[int], j: int, stages: list[_Stage]) -> None:
+        first = tilers[group[0]]
+        if j == len(first.t.holders):
+            for i in group:  # identical prefixes all the way down: one template each
+                out[i] = tilers[i].finish(stages)
+                if progress:
+                    progress(1)
+            return
+        forks: dict[tuple, list[int]] = {}
+        for i in group:
+            forks.setdefault(tilers[i].stage_key(j), []).append(i)
+        for members in forks.values():
+            tiler = tilers[members[0]]
+            if stages:
+                sizes, crit = stages[-1].sizes, stages[-1].crit
+            else:
+                sizes, crit = tiler.bounds[None, :].copy(), np.zeros((1, tiler.width))
+            st = tiler.stage(j, sizes, crit)
+            if counts is not None:
+                counts.stages += 1
+                counts.evaluated += st.evaluated
+                counts.valid += st.valid
+            if len(st.crit) == 0:
+                for i in members:
+                    out[i] = tilers[i].finish(stages + [st])
+                    if progress:
+                        progress(1)
+                continue
+            descend(members, j + 1, stages + [st])
+
+    by_unit: dict[str, list[int]] = {}
+    for i, t in enumerate(tilers):
+        by_unit.setdefault(t.t.compute, []).append(i)
+    for members in by_unit.values():
+        descend(members, 0, [])
+    return [r for r in out if r is not None]
