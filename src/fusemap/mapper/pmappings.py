@@ -60,7 +60,8 @@ class PmappingTable:
     row: np.ndarray  # (R,) row within that template's result
     energy: np.ndarray
     latency: np.ndarray
-    reservations: dict[str, np.ndarray]
+    reservations: dict[str, np.ndarray]  # memory -> bits, for memories that can overflow
+    latency_counts: dict[str, np.ndarray] = field(default_factory=dict)  # see TemplateResult
     stats: PmappingStats = field(default_factory=PmappingStats)
 
     def __len__(self) -> int:
@@ -246,6 +247,11 @@ def _combine(
             key = tuple(compatibility_of(materialize(res_i, int(row[i])), shared))
         groups[i] = keys.setdefault(key, len(keys))
     keep = pareto_mask(groups, np.stack(cols, axis=1))
+    names = sorted({n for r in results for n in r.latency_counts})
+    counts = {
+        n: np.concatenate([r.latency_counts.get(n, np.zeros(r.rows)) for r in results])[keep]
+        for n in names
+    }
     return PmappingTable(
         einsum,
         results,
@@ -254,4 +260,5 @@ def _combine(
         energy[keep],
         latency[keep],
         {m: v[keep] for m, v in res.items()},
+        counts,
     )

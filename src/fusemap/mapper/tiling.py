@@ -39,12 +39,15 @@ class TemplateResult:
     template: Template
     energy: np.ndarray  # (R,) energy, leak included
     latency: np.ndarray  # (R,)
-    reservations: dict[str, np.ndarray]  # memory -> (R,) bits
+    reservations: dict[str, np.ndarray]  # memory -> (R,) bits (memories that can overflow)
     stage_sizes: list[np.ndarray]  # per chain position: (rows, V) tile sizes above the node
     stage_mids: list[np.ndarray]  # per gap: (rows of next stage, V) sizes after its loops
     stage_parents: list[np.ndarray]  # per stage > 0: row of the stage above
     variables: list[str] = field(default_factory=list)  # column order of the size arrays
     relevance: dict[str, dict[str, str]] = field(default_factory=dict)  # tensor -> var -> kind
+    latency_counts: dict[str, np.ndarray] = field(default_factory=dict)
+    """Per-instance calls behind the latency: ``lat:C`` (sum of calls / throughput of
+    component C) or ``calls:C:action`` (when C has its own ``total_latency``)."""
 
     @property
     def rows(self) -> int:
@@ -340,6 +343,11 @@ class TemplateTiler:
             [st.parents for st in stages],
             self.vars,
             relevance,
+            {
+                name: crit[:, k]
+                for k, name in enumerate(self.layout.names)
+                if name.startswith(("lat:", "calls:"))
+            },
         )
 
     def _useful(self, gap: int, v: str) -> bool:
