@@ -148,3 +148,35 @@ def test_every_row_is_scored_the_same_by_the_model(seed, pick, tmp_path_factory)
     assert result.energy == pytest.approx(float(table.energy[row]), rel=1e-9)
     assert result.latency == pytest.approx(float(table.latency[row]), rel=1e-9)
     assert np.isfinite(table.energy).all()
+
+
+def test_identical_einsums_share_one_table(tmp_path):
+    """Einsums equal up to tensor names have one signature; the renamed table is right."""
+    from fusemap.mapper.signature import einsum_signature, tensor_renaming
+    from fusemap.spec.arch_eval import ArchEvaluator
+    from fusemap.spec.resolve import resolve_workload
+
+    two = workload(
+        {"m": 3, "k": 4, "n": 2},
+        einsum(
+            "Y", access("A", ["m", "k"]), access("B", ["k", "n"]), access("Y", ["m", "n"], True)
+        ),
+        einsum(
+            "Z", access("C", ["m", "k"]), access("D", ["k", "n"]), access("Z", ["m", "n"], True)
+        ),
+    )
+    ar = arch(memory("DRAM", "inf", 50, 50), memory("GB", 64, 2, 2), compute_unit("MAC"))
+    path = tmp_path / "two.yaml"
+    path.write_text(to_yaml({**ar, **two}))
+    spec = load_spec(path)
+    wl = resolve_workload(spec)
+    ae = ArchEvaluator(spec, wl)
+    y, z = wl.einsum("Y"), wl.einsum("Z")
+    assert einsum_signature(y, wl, ae) == einsum_signature(z, wl, ae)
+    table = generate_pmappings(spec, "Y", objective="all", config=CONFIG)
+    moved = table.renamed("Z", tensor_renaming(y, z))
+    direct = generate_pmappings(spec, "Z", objective="all", config=CONFIG)
+    assert sorted(moved.energy) == pytest.approx(sorted(direct.energy), rel=1e-12)
+    for row in range(len(moved)):
+        result = evaluate_mapping(spec, moved.mapping(row), einsums=["Z"])
+        assert result.energy == pytest.approx(float(moved.energy[row]), rel=1e-9)
