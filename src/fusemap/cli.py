@@ -160,7 +160,7 @@ def map_(
         str | None, typer.Option("--einsum", help="Map this Einsum alone (fusion off).")
     ] = None,
     objective: Annotated[
-        str, typer.Option("--objective", help="energy | latency | edp")
+        str, typer.Option("--objective", help="energy | latency | edp | pareto")
     ] = "energy",
     out: Annotated[
         Path | None, typer.Option("-o", "--out", help="Write the best mapping (YAML).")
@@ -168,18 +168,31 @@ def map_(
     json_out: Annotated[
         Path | None, typer.Option("--json", help="Write result and statistics as JSON.")
     ] = None,
+    jobs: Annotated[
+        int, typer.Option("--jobs", "-j", help="Worker processes for pmapping generation.")
+    ] = 1,
+    orders: Annotated[
+        str, typer.Option("--orders", help="given | all (every dependency-respecting order)")
+    ] = "given",
 ) -> None:
-    """Find the optimal mapping. With --einsum: the best pmapping of one Einsum."""
-    from .mapper.single import map_einsum
-
-    if einsum is None:
-        raise FusemapError(
-            "mapping a whole workload (fusion) is not available yet: pass --einsum NAME "
-            "to map one Einsum"
-        )
+    """Find the optimal fused mapping of the workload (FFM). With --einsum: the best
+    pmapping of one Einsum alone."""
     spec = _load([arch, workload, *(extra or [])], define)
     spec.require("arch", "workload")
-    map_einsum(spec, einsum, objective, out=out, json_out=json_out, echo=typer.echo)
+    if jobs < 1:
+        raise FusemapError(f"--jobs must be at least 1 (got {jobs})")
+    if einsum is not None:
+        from .mapper.single import map_einsum
+
+        if objective == "pareto":
+            raise FusemapError("--objective pareto needs the whole workload (drop --einsum)")
+        map_einsum(spec, einsum, objective, out=out, json_out=json_out, echo=typer.echo)
+        return
+    from .mapper.run import map_whole
+
+    map_whole(
+        spec, objective, orders=orders, jobs=jobs, out=out, json_out=json_out, echo=typer.echo
+    )
 
 
 @app.command()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -18,8 +18,9 @@ from ..spec import mapping as M
 from ..spec.arch_eval import ArchEvaluator
 from ..spec.resolve import WorkloadInfo
 from .pareto import pareto_mask
+from .prefix import Compatibility, PrefixInterner
 from .search import TilingCounts, tile_templates
-from .space import MapperConfig, config_from_spec, templates
+from .space import MapperConfig, config_from_spec, join_memories, templates
 from .tiling import TemplateResult, TemplateTiler
 
 OBJECTIVES = ("energy", "latency", "edp")
@@ -41,13 +42,25 @@ class PmappingStats:
         return dict(self.__dict__)
 
 
-@dataclass(frozen=True)
-class Compatibility:
-    """What a pmapping exchanges with its neighbours through one shared tensor."""
+@dataclass
+class FusionColumns:
+    """Per-row data the FFM join needs (pmappings generated with fusion on)."""
 
-    tensor: str
-    backing: str
-    loops: tuple[tuple[str, int], ...]  # (rank variable, tile shape) above the backing node
+    seq: np.ndarray  # (R,) interned fused prefix
+    buckets: dict[str, np.ndarray]  # memory -> (R, K+1) private reservations by loop depth
+    interner: PrefixInterner
+    shared: frozenset[str]  # the Einsum's tensors shared with other Einsums
+    top: dict[str, str]  # shared tensor -> memory backing it when unfused
+
+    def compatibility(self, i: int) -> tuple[Compatibility, ...]:
+        """Per shared tensor (sorted by name): backing memory and loops above it."""
+        return self.interner.compatibility(int(self.seq[i]), self.shared, self.top)
+
+    def take(self, keep: np.ndarray) -> FusionColumns:
+        """The rows ``keep``."""
+        return replace(
+            self, seq=self.seq[keep], buckets={m: b[keep] for m, b in self.buckets.items()}
+        )
 
 
 @dataclass
@@ -63,6 +76,7 @@ class PmappingTable:
     reservations: dict[str, np.ndarray]  # memory -> bits, for memories that can overflow
     latency_counts: dict[str, np.ndarray] = field(default_factory=dict)  # see TemplateResult
     stats: PmappingStats = field(default_factory=PmappingStats)
+    fusion: FusionColumns | None = None  # with fusion: what the join needs per row
 
     def __len__(self) -> int:
         return len(self.energy)
@@ -87,8 +101,6 @@ class PmappingTable:
 
     def renamed(self, einsum: str, tensors: dict[str, str]) -> PmappingTable:
         """The same table for an identical Einsum with other tensor names."""
-        from dataclasses import replace
-
         from .space import Holder
 
         results = []
@@ -99,12 +111,34 @@ class PmappingTable:
             )
             tmpl = replace(t, einsum=einsum, holders=holders)
             rel = {tensors[k]: v for k, v in r.relevance.items()}
-            results.append(replace(r, template=tmpl, relevance=rel))
-        return replace(self, einsum=einsum, results=results)
+            seq = r.seq
+            if seq is not None and self.fusion is not None:
+                seq = _renamed_seq(self.fusion.interner, seq, tensors)
+            results.append(replace(r, template=tmpl, relevance=rel, seq=seq))
+        fusion = self.fusion
+        if fusion is not None:
+            fusion = replace(
+                fusion,
+                seq=_renamed_seq(fusion.interner, fusion.seq, tensors),
+                shared=frozenset(tensors[t] for t in fusion.shared),
+                top={tensors[t]: m for t, m in fusion.top.items()},
+            )
+        return replace(self, einsum=einsum, results=results, fusion=fusion)
 
     def compatibility(self, i: int, shared: frozenset[str]) -> list[Compatibility]:
         """Per shared tensor of the Einsum: backing memory and the loops above it."""
         return compatibility_of(self.mapping(i), shared)
+
+
+def _renamed_seq(interner: PrefixInterner, seq: np.ndarray, tensors: dict[str, str]):
+    """Fused prefixes with the tensor names of the backing tokens replaced."""
+    uniq, inverse = np.unique(seq, return_inverse=True)
+    new = []
+    for i in uniq:
+        toks = interner.prefixes[int(i)]
+        toks = tuple((k, tensors[a], b) if k == "back" else (k, a, b) for k, a, b in toks)
+        new.append(interner.intern(toks))
+    return np.array(new, dtype=np.int64)[inverse.ravel()]
 
 
 def compatibility_of(mapping: M.Mapping, shared: frozenset[str]) -> list[Compatibility]:
@@ -166,11 +200,15 @@ def generate_pmappings(
     workload: WorkloadInfo | None = None,
     arch: ArchEvaluator | None = None,
     progress: Callable[[int, int], None] | None = None,
+    prune: bool = True,
 ) -> PmappingTable:
     """Tile every template of ``einsum`` and keep the Pareto-optimal pmappings.
 
     ``objective``: ``energy`` prunes on energy and reservations only (fastest),
-    ``latency``/``edp``/``all`` also on the latency counts.
+    ``latency``/``edp``/``all`` also on the latency counts. With ``config.fusion``,
+    shared tensors may be backed below the top memory, and rows are kept apart by
+    compatibility and compared on reservations per loop depth (what the join needs).
+    ``prune=False`` keeps every tile shape (for brute-force checks on tiny cases).
     """
     from ..spec.resolve import resolve_workload
 
@@ -181,8 +219,11 @@ def generate_pmappings(
     info = workload.einsum(einsum)
     scale = workload.n_instances * info.n_instances
     bits = {t: workload.tensors[t].bits_per_value for t in info.tensors}
-    temps = templates(info, arch, config)
+    shared = frozenset(t for t in info.tensors if t in workload.shared)
+    temps = templates(info, arch, config, shared=shared)
+    joined = join_memories(workload, arch, config)
     stats = PmappingStats(templates=len(temps))
+    interner = PrefixInterner()
     tilers = [
         TemplateTiler(
             tmpl,
@@ -192,6 +233,10 @@ def generate_pmappings(
             scale,
             bits,
             want_latency=objective != "energy",
+            shared=shared,
+            interner=interner,
+            prune=prune,
+            join_memories=joined,
         )
         for tmpl in temps
     ]
@@ -208,12 +253,48 @@ def generate_pmappings(
     stats.tile_shapes_valid = counts.valid
     stats.stages = counts.stages
     results = [r for r in done if r.rows]
-    shared = frozenset(t for t in info.tensors if t in workload.shared)
-    table = _combine(einsum, results, objective, shared)
+    if config.fusion:
+        top = {t: _top_memory(arch, info.name, temps) for t in shared}
+        table = _combine_fused(einsum, results, objective, shared, interner, top, prune)
+    else:
+        table = _combine(einsum, results, objective, shared)
     stats.pareto = len(table)
     stats.seconds = time.perf_counter() - start
     table.stats = stats
     return table
+
+
+def _top_memory(arch: ArchEvaluator, einsum: str, temps) -> str:
+    """The outermost memory (where unfused shared tensors are backed)."""
+    unit = temps[0].compute if temps else None
+    flat = arch.flat(einsum, unit) if unit else None
+    return next(c.name for c in flat.path if c.kind == "memory") if flat else ""
+
+
+def _stack(results: list[TemplateResult]):
+    tmpl = np.concatenate([np.full(r.rows, i) for i, r in enumerate(results)])
+    row = np.concatenate([np.arange(r.rows) for r in results])
+    energy = np.concatenate([r.energy for r in results])
+    latency = np.concatenate([r.latency for r in results])
+    memories = sorted({m for r in results for m in r.reservations})
+    res = {
+        m: np.concatenate([r.reservations.get(m, np.zeros(r.rows)) for r in results])
+        for m in memories
+    }
+    return tmpl, row, energy, latency, res
+
+
+def _counts(results: list[TemplateResult], keep: np.ndarray) -> dict[str, np.ndarray]:
+    names = sorted({n for r in results for n in r.latency_counts})
+    return {
+        n: np.concatenate([r.latency_counts.get(n, np.zeros(r.rows)) for r in results])[keep]
+        for n in names
+    }
+
+
+def _empty(einsum: str) -> PmappingTable:
+    empty = np.zeros(0)
+    return PmappingTable(einsum, [], empty.astype(int), empty.astype(int), empty, empty, {})
 
 
 def _combine(
@@ -225,18 +306,9 @@ def _combine(
     above it) are never compared: either may be the one a neighbour needs.
     """
     if not results:
-        empty = np.zeros(0)
-        return PmappingTable(einsum, [], empty.astype(int), empty.astype(int), empty, empty, {})
-    memories = sorted({m for r in results for m in r.reservations})
-    tmpl = np.concatenate([np.full(r.rows, i) for i, r in enumerate(results)])
-    row = np.concatenate([np.arange(r.rows) for r in results])
-    energy = np.concatenate([r.energy for r in results])
-    latency = np.concatenate([r.latency for r in results])
-    res = {
-        m: np.concatenate([r.reservations.get(m, np.zeros(r.rows)) for r in results])
-        for m in memories
-    }
-    cols = [energy] + ([latency] if objective != "energy" else []) + [res[m] for m in memories]
+        return _empty(einsum)
+    tmpl, row, energy, latency, res = _stack(results)
+    cols = [energy] + ([latency] if objective != "energy" else []) + list(res.values())
     keys: dict[tuple, int] = {}
     groups = np.zeros(len(energy), dtype=np.int64)
     for i in range(len(energy)):
@@ -247,11 +319,6 @@ def _combine(
             key = tuple(compatibility_of(materialize(res_i, int(row[i])), shared))
         groups[i] = keys.setdefault(key, len(keys))
     keep = pareto_mask(groups, np.stack(cols, axis=1))
-    names = sorted({n for r in results for n in r.latency_counts})
-    counts = {
-        n: np.concatenate([r.latency_counts.get(n, np.zeros(r.rows)) for r in results])[keep]
-        for n in names
-    }
     return PmappingTable(
         einsum,
         results,
@@ -260,5 +327,46 @@ def _combine(
         energy[keep],
         latency[keep],
         {m: v[keep] for m, v in res.items()},
-        counts,
+        _counts(results, keep),
+    )
+
+
+def _combine_fused(
+    einsum: str,
+    results: list[TemplateResult],
+    objective: str,
+    shared: frozenset[str],
+    interner: PrefixInterner,
+    top: dict[str, str],
+    prune: bool,
+) -> PmappingTable:
+    """Like :func:`_combine`, grouped by compatibility (the interned fused prefix) and
+    compared on the private reservations of every loop depth."""
+    if not results:
+        table = _empty(einsum)
+        table.fusion = FusionColumns(np.zeros(0, dtype=np.int64), {}, interner, shared, top)
+        return table
+    tmpl, row, energy, latency, res = _stack(results)
+    seq = np.concatenate([r.seq for r in results])
+    memories = sorted({m for r in results for m in r.buckets})
+    width = {m: max(r.buckets[m].shape[1] for r in results if m in r.buckets) for m in memories}
+    buckets = {
+        m: np.concatenate([r.buckets.get(m, np.zeros((r.rows, width[m]))) for r in results], axis=0)
+        for m in memories
+    }
+    cols = [energy[:, None]] + ([latency[:, None]] if objective != "energy" else [])
+    cols += [buckets[m] for m in memories]
+    crit = np.concatenate(cols, axis=1)
+    keep = pareto_mask(seq, crit) if prune else np.ones(len(seq), dtype=bool)
+    fusion = FusionColumns(seq, buckets, interner, shared, top).take(keep)
+    return PmappingTable(
+        einsum,
+        results,
+        tmpl[keep],
+        row[keep],
+        energy[keep],
+        latency[keep],
+        {m: v[keep] for m, v in res.items()},
+        _counts(results, keep),
+        fusion=fusion,
     )

@@ -5,8 +5,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import numpy as np
-
 from .tiling import TemplateResult, TemplateTiler, _Stage
 
 
@@ -45,11 +43,7 @@ def tile_templates(
             forks.setdefault(tilers[i].stage_key(j), []).append(i)
         for members in forks.values():
             tiler = tilers[members[0]]
-            if stages:
-                sizes, crit = stages[-1].sizes, stages[-1].crit
-            else:
-                sizes, crit = tiler.bounds[None, :].copy(), np.zeros((1, tiler.width))
-            st = tiler.stage(j, sizes, crit)
+            st = tiler.stage(j, stages[-1] if stages else None)
             if counts is not None:
                 counts.stages += 1
                 counts.evaluated += st.evaluated

@@ -18,8 +18,8 @@ def einsum_signature(info: EinsumInfo, workload: WorkloadInfo, arch: ArchEvaluat
     """A hashable description of ``info`` and its evaluated arch, tensors renamed."""
     rename = {t: f"#{i}" for i, t in enumerate(info.tensors)}
 
-    def names(items) -> tuple:
-        return tuple(sorted(rename.get(t, "?" + t) for t in items))
+    def names(items) -> tuple:  # only the Einsum's own tensors matter to its mapspace
+        return tuple(sorted(rename[t] for t in items if t in rename))
 
     def keyed(mapping) -> tuple:
         return tuple(sorted((rename.get(k, "?" + k), repr(v)) for k, v in mapping.items()))
@@ -31,6 +31,7 @@ def einsum_signature(info: EinsumInfo, workload: WorkloadInfo, arch: ArchEvaluat
             t in info.outputs,
             workload.tensors[t].bits_per_value,
             t in info.persistent,
+            t in workload.shared,
         )
         for t in info.tensors
     )

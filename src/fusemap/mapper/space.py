@@ -298,8 +298,14 @@ def templates(
     config: MapperConfig,
     backing: dict[str, int] | None = None,
     compute: str | None = None,
+    shared: frozenset[str] = frozenset(),
 ) -> list[Template]:
-    """Every template of one Einsum (optionally with fixed backing levels / compute unit)."""
+    """Every template of one Einsum (optionally with fixed backing levels / compute unit).
+
+    With fusion, a ``shared`` tensor backed below the top memory is *fused*: only
+    temporal loops over rank variables that index it directly may sit above its backing
+    node (they are shared with the Einsums it is exchanged with), and no spatial loop.
+    """
     out = []
     units = [compute] if compute else compute_units(info, arch)
     for unit in units:
@@ -315,9 +321,13 @@ def templates(
         for b in backs:
             for hs in holder_sets(info, flat, b):
                 for order in holder_orders(hs, flat):
+                    fused = _fused_blocks(order, flat, info, shared) if config.fusion else set()
                     for loops in spatial:
                         placed, blocked = place_spatial(order, loops, info)
+                        if fused and any(s.slot <= p for s in placed for p, _ in fused):
+                            continue
                         blocked = blocked | _dead_gaps(order, flat, info)
+                        blocked = blocked | {(g, v) for _, gv in fused for g, v in gv}
                         out.append(Template(info.name, unit, compute_level, order, placed, blocked))
     return out
 
@@ -345,3 +355,46 @@ def _dead_gaps(
         if all(h.backing and math.isinf(flat.path[h.level].size) for h in (here, nxt)):
             out |= {(j, v) for v in info.rank_variables}
     return out
+
+
+def _fused_blocks(
+    holders: tuple[Holder, ...], flat: FlatArch, info: EinsumInfo, shared: frozenset[str]
+) -> list[tuple[int, set[tuple[int, str]]]]:
+    """Per fused backing node: (position, gaps above it closed to rank variables that do
+    not index its tensor directly)."""
+    top = next(c.name for c in flat.path if c.kind == "memory")
+    out = []
+    for p, h in enumerate(holders):
+        if h.backing and h.tensor in shared and h.component != top:
+            bad = [v for v in info.rank_variables if info.relevance(h.tensor, v) != "relevant"]
+            out.append((p, {(g, v) for g in range(p) for v in bad}))
+    return out
+
+
+def join_memories(workload, arch: ArchEvaluator, config: MapperConfig) -> frozenset[str]:
+    """Bounded memories where reservations of different Einsums can be live at once:
+    every memory at or above the deepest level that may back a shared tensor."""
+    if not config.fusion:
+        return frozenset()
+    out: set[str] = set()
+    for info in workload.einsums:
+        for unit in compute_units(info, arch):
+            flat = arch.flat(info.name, unit)
+            deepest = -1
+            for t in info.tensors:
+                if t in workload.shared:
+                    levels = backing_choices(info, flat, t, True)
+                    deepest = max([deepest] + levels[1:])
+            for c in flat.path[: deepest + 1]:
+                if c.kind == "memory" and not math.isinf(c.size) and not _fits_all(c, workload):
+                    out.add(c.name)
+    return frozenset(out)
+
+
+def _fits_all(comp, workload) -> bool:
+    """Whether the memory holds every tensor of the workload whole at once (then no
+    combination of reservations can overflow it)."""
+    total = sum(
+        t.size * comp.value_bits(name, t.bits_per_value) for name, t in workload.tensors.items()
+    )
+    return total <= comp.size * (1 + 1e-9)

@@ -21,6 +21,7 @@ from ..model.reuse import projection_terms
 from ..spec.arch_eval import ComponentInfo, FlatArch
 from ..spec.resolve import EinsumInfo
 from .pareto import pareto_mask
+from .prefix import PrefixInterner
 from .space import MapperConfig, Template, candidate_sizes
 from .terms import (
     NodeTerms,
@@ -48,6 +49,11 @@ class TemplateResult:
     latency_counts: dict[str, np.ndarray] = field(default_factory=dict)
     """Per-instance calls behind the latency: ``lat:C`` (sum of calls / throughput of
     component C) or ``calls:C:action`` (when C has its own ``total_latency``)."""
+    seq: np.ndarray | None = None
+    """Fusion: per row, the interned fused prefix (loops and fused backing nodes)."""
+    buckets: dict[str, np.ndarray] = field(default_factory=dict)
+    """Fusion: memory -> (R, K+1) private reservations by loop depth (last column:
+    below every fused backing node); fused backing nodes are left out (shared)."""
 
     @property
     def rows(self) -> int:
@@ -76,6 +82,8 @@ class _Stage:
     parents: np.ndarray  # (R,) row of the previous stage
     evaluated: int
     valid: int
+    seq: np.ndarray | None = None  # (R,) interned fused prefix so far (fusion only)
+    depth: np.ndarray | None = None  # (R,) loops above the next node (fusion only)
 
 
 @dataclass
@@ -103,9 +111,28 @@ class TemplateTiler:
         bits: dict[str, float],
         want_latency: bool,
         reservations_are_objectives: bool = False,
+        shared: frozenset[str] = frozenset(),
+        interner: PrefixInterner | None = None,
+        prune: bool = True,
+        join_memories: frozenset[str] = frozenset(),
     ):
         self.t, self.info, self.flat, self.scale, self.bits = template, info, flat, scale, bits
+        self.fusion = config.fusion
         self.reservations_are_objectives = reservations_are_objectives
+        # Fusion: memories where another Einsum's reservations may be live at the same
+        # time; their reservations are objectives, split by loop depth.
+        self.join_memories = join_memories if config.fusion else frozenset()
+        self.prune = prune
+        self.interner = interner or PrefixInterner()
+        top = next(c for c in flat.path if c.kind == "memory")
+        # Fused backing nodes: shared tensors backed below the top memory.
+        self.fused_pos = [
+            p
+            for p, h in enumerate(template.holders)
+            if config.fusion and h.backing and h.tensor in shared and h.component != top.name
+        ]
+        self.p_max = max(self.fused_pos, default=-1)
+        self.top_level = flat.path.index(top)
         self.vars = list(info.rank_variables)
         self.bounds = np.array([info.bounds[v] for v in self.vars], dtype=np.int64)
         spatial_vars = {s.var for s in template.spatial}
@@ -155,8 +182,23 @@ class TemplateTiler:
                 h.tensor, self.bits[h.tensor]
             )
         for h in template.holders:
-            if whole[h.component] > self.comp[h.component].size * (1 + 1e-9):
+            bounded = not math.isinf(self.comp[h.component].size)
+            if whole[h.component] > self.comp[h.component].size * (1 + 1e-9) or (
+                bounded and h.component in self.join_memories
+            ):
                 self.res_cols[h.component] = self.layout.names.index("res:" + h.component)
+        # Fusion: private reservations above the deepest fused node go to one column
+        # per loop depth (their lifetime depends on how deep neighbours share loops);
+        # fused backing nodes to one "shared" column (the join counts them once).
+        self.depths = 2 * len(self.vars) + 1
+        self.depth_cols: dict[str, np.ndarray] = {}
+        self.shared_cols: dict[str, int] = {}
+        if self.fusion:
+            for c in flat.path:
+                if c.name in self.join_memories and not math.isinf(c.size):
+                    cols = [self.layout.add(f"res:{c.name}@{d}") for d in range(self.depths)]
+                    self.depth_cols[c.name] = np.array(cols, dtype=np.int64)
+                    self.shared_cols[c.name] = self.layout.add("shared:" + c.name)
         self.width = len(self.layout.names)
         # Pruning compares energy and reservations, and latency counts only when wanted.
         self.pareto_cols = [
@@ -231,18 +273,31 @@ class TemplateTiler:
             tuple(self.imperfect),
             tuple(self.pareto_cols),
             self.reservations_are_objectives,
+            tuple(self.fused_pos),
+            self.prune,
+            tuple(sorted(self.join_memories)),
         )
 
-    def stage(self, j: int, sizes: np.ndarray, crit: np.ndarray) -> _Stage:
+    def stage(self, j: int, prev: _Stage | None) -> _Stage:
         """Extend the partial tile shapes above node ``j`` through its gap, and prune.
 
         The gap's loops are chosen one rank variable at a time, pruning in between: rows
-        that agree on every size so far (and on what the node's reservation still needs)
-        face the same future, so only their Pareto-optimal ones go on.
+        that agree on every size so far (and on what the node's reservation still needs,
+        and, with fusion, on the fused prefix) face the same future, so only their
+        Pareto-optimal ones go on.
         """
         t = self.t
+        if prev is None:
+            sizes, crit = self.bounds[None, :].copy(), np.zeros((1, self.width))
+            seq, depth = np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64)
+        else:
+            sizes, crit, seq, depth = prev.sizes, prev.crit, prev.seq, prev.depth
+            assert seq is not None and depth is not None
         holder = t.holders[j]
         tracked = holder.component in self.res_cols
+        if j in self.fused_pos:
+            token = (("back", holder.tensor, holder.component),)
+            seq = self.interner.extend(seq, [token], np.zeros(len(seq), dtype=np.int64))
         # Traffic of this node depends only on the sizes at the node: cost it first.
         cost = crit.copy()
         top = {v: sizes[:, k] for k, v in enumerate(self.vars)}
@@ -250,13 +305,14 @@ class TemplateTiler:
             if node.position == j:
                 self._node_costs(node, top, cost)
         if tracked and holder.backing:
-            self._add_reservation(holder, top, top, cost)
+            self._add_reservation(j, holder, top, top, cost, depth)
         lowered = tracked and not holder.backing
         keep_here = [
             k
             for k, v in enumerate(self.vars)
             if lowered and self.info.relevance(holder.tensor, v) == "partial"
         ]
+        in_prefix = j < self.p_max  # this gap's loops belong to the fused prefix
         cur = sizes
         origin = np.arange(len(sizes), dtype=np.int64)
         evaluated = 0
@@ -266,8 +322,10 @@ class TemplateTiler:
             cur, par = self._expand_one(cur, k)
             origin, cost = origin[par], cost[par]
             evaluated += len(cur)
-            key = self._group(cur, sizes[origin][:, keep_here] if keep_here else None)
-            keep = pareto_mask(key, self._pruning_view(j if lowered else j + 1, cur, cost))
+            cols = list(range(len(self.vars))) if in_prefix else keep_here
+            ids = seq[origin] if self.fusion else None
+            key = self._group(cur, sizes[origin] if cols else None, cols, ids)
+            keep = self._prune(key, self._pruning_view(j if lowered else j + 1, cur, cost))
             cur, origin, cost = cur[keep], origin[keep], cost[keep]
         mids = cur
         below = mids.copy()
@@ -279,29 +337,96 @@ class TemplateTiler:
                 below[:, k] //= s.trips
         if j == len(t.holders) - 1:
             ok &= (below == 1).all(axis=1)
+        if (j + 1) in self.fused_pos and not self._may_touch(j):
+            ok &= (mids < sizes[origin]).any(axis=1)  # a fused node opens its gap
         mids, origin, below, cost = mids[ok], origin[ok], below[ok], cost[ok]
         if lowered:
             here = sizes[origin]
             h_sizes = {v: here[:, k] for k, v in enumerate(self.vars)}
             m_sizes = {v: mids[:, k] for k, v in enumerate(self.vars)}
-            self._add_reservation(holder, h_sizes, m_sizes, cost)
+            passed = self._passed(holder, here, mids)
+            self._add_reservation(j, holder, h_sizes, m_sizes, cost, depth[origin] + passed)
         fits = np.ones(len(cost), dtype=bool)
-        for c, col in self.res_cols.items():
-            fits &= cost[:, col] <= self.comp[c].size * (1 + 1e-9)
+        for c in self.res_cols:
+            fits &= self._memory_total(cost, c) <= self.comp[c].size * (1 + 1e-9)
         mids, origin, below, cost = mids[fits], origin[fits], below[fits], cost[fits]
-        keep = pareto_mask(self._group(below), self._pruning_view(j + 1, below, cost))
+        new_seq, new_depth = seq[origin], depth[origin]
+        if self.fusion:
+            new_depth = new_depth + (mids < sizes[origin]).sum(axis=1)
+            if in_prefix:
+                new_seq = self._gap_tokens(j, new_seq, sizes[origin], mids)
+        key = self._group(below, ids=new_seq if self.fusion else None)
+        keep = self._prune(key, self._pruning_view(j + 1, below, cost))
         return _Stage(
             below[keep], cost[keep], mids[keep], origin[keep], max(evaluated, len(sizes)),
-            int(fits.sum()),
+            int(fits.sum()), new_seq[keep], new_depth[keep],
         )  # fmt: skip
 
-    def _add_reservation(self, holder, here: dict, below: dict, cost: np.ndarray) -> None:
+    def _prune(self, key: np.ndarray, view: np.ndarray) -> np.ndarray:
+        if not self.prune:
+            return np.ones(len(key), dtype=bool)
+        return pareto_mask(key, view)
+
+    def _may_touch(self, j: int) -> bool:
+        """Whether a fused node may follow node ``j`` with no loop in between: only a
+        top-memory backing node or another fused node may (so a fused node opens its
+        gap, which lets the join put it above a split in every branch's order)."""
+        holder = self.t.holders[j]
+        return (holder.backing and holder.level == self.top_level) or j in self.fused_pos
+
+    def _passed(self, holder, here: np.ndarray, mids: np.ndarray) -> np.ndarray:
+        """Loops of the gap a lowered reservation passes (relevant ones, then the first
+        partially relevant one)."""
+        rel = [self.info.relevance(holder.tensor, v) for v in self.vars]
+        looped = mids < here
+        full = [k for k, r in enumerate(rel) if r == "relevant"]
+        part = [k for k, r in enumerate(rel) if r == "partial"]
+        n = looped[:, full].sum(axis=1) if full else np.zeros(len(here), dtype=np.int64)
+        if part:
+            n = n + looped[:, part].any(axis=1)
+        return n
+
+    def _gap_tokens(self, j: int, seq: np.ndarray, here: np.ndarray, mids: np.ndarray):
+        """Append gap ``j``'s loops, in the canonical order, to the fused prefixes."""
+        rank = {"relevant": 0, "partial": 1, "irrelevant": 2}
+        tensor = self.t.holders[j].tensor
+        order = sorted(
+            range(len(self.vars)),
+            key=lambda k: (rank[self.info.relevance(tensor, self.vars[k])], k),
+        )
+        pairs = np.concatenate([here, mids], axis=1)
+        uniq, inverse = np.unique(pairs, axis=0, return_inverse=True)
+        n = len(self.vars)
+        tokens = [
+            tuple(("loop", self.vars[k], int(u[n + k])) for k in order if u[n + k] < u[k])
+            for u in uniq
+        ]
+        return self.interner.extend(seq, tokens, inverse.ravel())
+
+    def _memory_total(self, cost: np.ndarray, memory: str) -> np.ndarray:
+        total = cost[:, self.res_cols[memory]].copy()
+        if memory in self.depth_cols:
+            total += cost[:, self.depth_cols[memory]].sum(axis=1)
+            total += cost[:, self.shared_cols[memory]]
+        return total
+
+    def _add_reservation(
+        self, j: int, holder, here: dict, below: dict, cost: np.ndarray, depth: np.ndarray
+    ) -> None:
         r = reservation_sizes(self.info, holder.tensor, holder.backing, here, below)
         comp = self.comp[holder.component]
-        bits = tile_values(self.terms[holder.tensor], r)
-        cost[:, self.res_cols[holder.component]] += bits * comp.value_bits(
+        bits = tile_values(self.terms[holder.tensor], r) * comp.value_bits(
             holder.tensor, self.bits[holder.tensor]
         )
+        if holder.component not in self.depth_cols:
+            cost[:, self.res_cols[holder.component]] += bits
+        elif j in self.fused_pos:
+            cost[:, self.shared_cols[holder.component]] += bits
+        elif j > self.p_max:
+            cost[:, self.res_cols[holder.component]] += bits
+        else:
+            col = self.depth_cols[holder.component][np.minimum(depth, self.depths - 1)]
+            cost[np.arange(len(cost)), col] += bits
 
     def _pruning_view(self, first: int, below: np.ndarray, crit: np.ndarray) -> np.ndarray:
         """The criteria pruning compares, with reservations that cannot matter zeroed.
@@ -315,6 +440,8 @@ class TemplateTiler:
             return view
         sizes = {v: below[:, k] for k, v in enumerate(self.vars)}
         for c, col in self.res_cols.items():
+            if c in self.depth_cols:
+                continue  # shared with other Einsums: always an objective
             worst = crit[:, col]
             for h in self.t.holders[first:]:
                 if h.component == c:
@@ -329,7 +456,12 @@ class TemplateTiler:
         last = stages[-1]
         crit = last.crit + self.leaf_costs()
         energy, latency = self._finish(crit)
-        reservations = {c: crit[:, col] for c, col in self.res_cols.items()}
+        reservations = {c: self._memory_total(crit, c) for c in self.res_cols}
+        buckets = {
+            c: np.concatenate([crit[:, cols], crit[:, [self.res_cols[c]]]], axis=1)
+            for c, cols in self.depth_cols.items()
+            if c in self.res_cols
+        }
         relevance = {
             x: {v: self.info.relevance(x, v) for v in self.vars} for x in self.info.tensors
         }
@@ -348,6 +480,8 @@ class TemplateTiler:
                 for k, name in enumerate(self.layout.names)
                 if name.startswith(("lat:", "calls:"))
             },
+            last.seq if self.fusion else None,
+            buckets,
         )
 
     def _useful(self, gap: int, v: str) -> bool:
@@ -362,6 +496,8 @@ class TemplateTiler:
         holders = self.t.holders
         if gap == len(holders) - 1 or (gap + 1, v) in self.t.blocked:
             return True
+        if gap < self.p_max:
+            return True  # a loop's place in the fused prefix is part of compatibility
         if any(s.slot == gap + 1 and s.var == v for s in self.t.spatial):
             return True
         here, below = holders[gap], holders[gap + 1]
@@ -372,14 +508,33 @@ class TemplateTiler:
             return True
         return below.backing and below.component in self.res_cols
 
-    def _group(self, sizes: np.ndarray, extra: np.ndarray | None = None) -> np.ndarray:
-        """One integer per distinct row of sizes (and of the ``extra`` size columns)."""
-        key = np.zeros(len(sizes), dtype=np.int64)
+    def _group(
+        self,
+        sizes: np.ndarray,
+        above: np.ndarray | None = None,
+        cols: list[int] | None = None,
+        ids: np.ndarray | None = None,
+    ) -> np.ndarray:
+        """One integer per distinct row of ``sizes``, of the ``cols`` columns of the
+        sizes ``above`` and of ``ids`` (mixed radix over candidate indices; exact, and
+        falls back to renumbering when the radix would overflow)."""
+        parts: list[tuple[np.ndarray, int]] = []
         for k, c in enumerate(self.cands):
-            key = key * len(c) + self.index_of[k][sizes[:, k]]
-        if extra is not None and extra.size:
-            _, inverse = np.unique(extra, axis=0, return_inverse=True)
-            key = key * (int(inverse.max()) + 1) + inverse.ravel()
+            parts.append((self.index_of[k][sizes[:, k]], len(c)))
+        for k in cols or []:
+            assert above is not None
+            parts.append((self.index_of[k][above[:, k]], len(self.cands[k])))
+        if ids is not None and len(ids):
+            parts.append((ids, int(ids.max()) + 1))
+        key = np.zeros(len(sizes), dtype=np.int64)
+        radix = 1
+        for values, n in parts:
+            if radix * n >= 2**62:
+                _, key = np.unique(key, return_inverse=True)
+                key = key.ravel().astype(np.int64)
+                radix = int(key.max()) + 1 if len(key) else 1
+            key = key * n + values
+            radix *= n
         return key
 
     def _expand_one(self, sizes: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:

@@ -7,8 +7,9 @@ loop, below a partially relevant one, and at the next storage node, the compute 
 a spatial loop of another component).
 
 Lifetimes follow the tree: a reservation above a split is live for the branches, in
-order, from the first to the last that use it; if a loop lies between it and the split,
-the loop repeats all those branches, so it is live for every branch below. Usage of a
+order, from the first to the last that use it, and for every branch that shares with a
+user a loop below the reservation (the loop repeats the user's work around that branch,
+so the tile stays). Usage of a
 memory is the largest sum of live reservations over the branches.
 """
 
@@ -112,23 +113,31 @@ def memory_usage(
 def _lifetime(
     anchor: int, users: list[int], branches: list[list[M.MappingNode]], persistent: bool
 ) -> list[int]:
-    """Branches during which a reservation sitting under mapping node ``anchor`` is live."""
+    """Branches during which a reservation sitting under mapping node ``anchor`` is live.
+
+    Among the branches that pass through the anchor: those from the first to the last
+    user, and every branch that shares a loop below the reservation with a user (that
+    loop repeats the user's work around the other branch, so the tile is kept).
+    """
     if persistent:
         return list(range(len(branches)))
     first = branches[users[0]]
     q = next(i for i, n in enumerate(first) if id(n) == anchor)
     sharing = [b for b, nodes in enumerate(branches) if len(nodes) > q and id(nodes[q]) == anchor]
-    if len(sharing) == 1:
-        return sharing
-    common = min(len(branches[b]) for b in sharing)
-    for j in range(q + 1, common):
-        if len({id(branches[b][j]) for b in sharing}) > 1:
-            common = j
-            break
-    repeated = any(isinstance(n, (M.Temporal, M.Spatial)) for n in first[q + 1 : common])
-    if repeated:
-        return sharing
-    return [b for b in sharing if min(users) <= b <= max(users)]
+    live = {b for b in sharing if min(users) <= b <= max(users)}
+    for u in users:
+        mine = branches[u]
+        for b in sharing:
+            if b in live:
+                continue
+            other = branches[b]
+            for i in range(q + 1, min(len(mine), len(other))):
+                if id(mine[i]) != id(other[i]):
+                    break
+                if isinstance(mine[i], (M.Temporal, M.Spatial)):
+                    live.add(b)
+                    break
+    return sorted(live)
 
 
 def check_capacity(usage: dict[str, float], sizes: dict[str, float]) -> None:

@@ -1,0 +1,308 @@
+"""The whole-workload mapper: pmappings of every Einsum, then the FFM join, then the
+best joined mapping as one LoopTree, scored again by the model."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+
+from ..model.evaluate import evaluate_mapping
+from ..model.result import Result
+from ..spec.arch_eval import ArchEvaluator
+from ..spec.errors import FusemapError
+from ..spec.mapping import Mapping
+from ..spec.resolve import WorkloadInfo, resolve_workload
+from ..spec.spec import Spec
+from .assemble import assemble
+from .join import Joined, join
+from .pmappings import PmappingTable, generate_pmappings
+from .prefix import Compatibility
+from .signature import einsum_signature, tensor_renaming
+from .space import config_from_spec, join_memories
+
+OBJECTIVES = ("energy", "latency", "edp", "pareto")
+Progress = Callable[[str, int, int], None]
+
+
+@dataclass
+class FusedTensor:
+    """A shared tensor kept below the top memory: where, and under which loops."""
+
+    tensor: str
+    memory: str
+    loops: tuple[tuple[str, int], ...]
+
+    def as_dict(self) -> dict:
+        """Plain data, for JSON."""
+        return {
+            "tensor": self.tensor,
+            "memory": self.memory,
+            "loops": [list(x) for x in self.loops],
+        }
+
+
+@dataclass
+class MappedWorkload:
+    """One optimal mapping of the whole workload."""
+
+    mapping: Mapping
+    result: Result
+    order: list[str]
+    fused: list[FusedTensor]
+
+
+@dataclass
+class MapStatistics:
+    """What the mapper did."""
+
+    pmappings: dict[str, int] = field(default_factory=dict)  # per Einsum, after pruning
+    templates: dict[str, int] = field(default_factory=dict)
+    distinct_einsums: int = 0
+    orders: int = 0
+    groups: list[int] = field(default_factory=list)  # per join step (best order)
+    joined: list[int] = field(default_factory=list)  # combinations formed per step
+    kept: list[int] = field(default_factory=list)  # kept after capacity and pruning
+    seconds: dict[str, float] = field(default_factory=dict)  # per phase
+
+    def as_dict(self) -> dict:
+        """Plain data, for JSON."""
+        out = dict(self.__dict__)
+        total = sum(self.joined)
+        out["pruned_fraction"] = 1 - sum(self.kept) / total if total else 0.0
+        return out
+
+
+@dataclass
+class MapOutcome:
+    """The mapper's answer: one mapping, or the energy-latency Pareto front."""
+
+    objective: str
+    mappings: list[MappedWorkload]
+    statistics: MapStatistics
+
+    @property
+    def best(self) -> MappedWorkload:
+        """The first mapping (the optimum; for ``pareto``, the lowest energy)."""
+        return self.mappings[0]
+
+
+def map_workload(
+    spec: Spec,
+    objective: str = "energy",
+    *,
+    orders: str = "given",
+    jobs: int = 1,
+    progress: Progress | None = None,
+    max_orders: int = 720,
+) -> MapOutcome:
+    """The optimal fused mapping(s) of the spec's whole workload.
+
+    ``orders``: ``given`` (the workload's Einsum order) or ``all`` (every order that
+    respects the data dependencies, up to ``max_orders``). ``jobs``: worker processes
+    for pmapping generation (results do not depend on it).
+    """
+    if objective not in OBJECTIVES:
+        raise FusemapError(f"unknown objective '{objective}' (use {', '.join(OBJECTIVES)})")
+    if orders not in ("given", "all"):
+        raise FusemapError(f"unknown --orders '{orders}' (use given or all)")
+    stats = MapStatistics()
+    start = time.perf_counter()
+    wl = resolve_workload(spec)
+    arch = ArchEvaluator(spec, wl)
+    config = replace(config_from_spec(spec), fusion=True)
+    tables = generate_tables(spec, wl, arch, objective, jobs, progress, stats)
+    stats.seconds["pmappings"] = time.perf_counter() - start
+    for name, table in tables.items():
+        if len(table) == 0:
+            raise FusemapError(
+                f"Einsum {name}: no valid mapping (every tile shape overflows a buffer or "
+                "breaks a fanout constraint: check sizes, min_usage, reuse and loop_bounds)"
+            )
+    memories = _memory_sizes(wl, arch, config)
+    order_list = _orders(wl, orders, max_orders)
+    stats.orders = len(order_list)
+    t = time.perf_counter()
+    joins: list[Joined] = []
+    for k, order in enumerate(order_list):
+        joins.append(join(order, tables, wl, arch, _join_objective(objective), memories))
+        if progress:
+            progress("join", k + 1, len(order_list))
+    stats.seconds["join"] = time.perf_counter() - t
+    t = time.perf_counter()
+    picked = _pick(joins, objective)
+    if not picked:
+        raise FusemapError(
+            "no valid mapping of the whole workload: every combination of pmappings "
+            "overflows a buffer"
+        )
+    best_join = picked[0][0]
+    stats.groups = best_join.stats.groups
+    stats.joined = best_join.stats.rows_joined
+    stats.kept = best_join.stats.rows_kept
+    top = _top(wl, arch)
+    mapped = [_materialize(j, row, tables, wl, arch, spec, top) for j, row in picked]
+    stats.seconds["assemble"] = time.perf_counter() - t
+    stats.seconds["total"] = time.perf_counter() - start
+    return MapOutcome(objective, mapped, stats)
+
+
+def _join_objective(objective: str) -> str:
+    return "pareto" if objective in ("edp", "pareto") else objective
+
+
+def _pick(joins: list[Joined], objective: str) -> list[tuple[Joined, int]]:
+    """The optimum (ties: the other objective, then order, then row), or the front."""
+    cands = []
+    for k, j in enumerate(joins):
+        for r in range(len(j.energy)):
+            e, lat = float(j.energy[r]), float(j.latency[r])
+            main = {"energy": (e, lat), "latency": (lat, e), "edp": (e * lat, e)}.get(
+                objective, (e, lat)
+            )
+            cands.append((main, k, r))
+    if not cands:
+        return []
+    cands.sort()
+    if objective != "pareto":
+        _, k, r = cands[0]
+        return [(joins[k], r)]
+    front = []
+    best_lat = math.inf
+    for (_e, lat), k, r in cands:
+        if lat < best_lat * (1 - 1e-12):
+            front.append((joins[k], r))
+            best_lat = lat
+    return front
+
+
+def _materialize(joined, row, tables, wl, arch, spec, top) -> MappedWorkload:
+    chains, compat = [], []
+    for name, pick in zip(joined.order, joined.picks[row], strict=True):
+        table = tables[name]
+        chains.append(table.mapping(int(pick)))
+        assert table.fusion is not None
+        compat.append({c.tensor: c for c in table.fusion.compatibility(int(pick))})
+    mapping = assemble(joined.order, chains, compat, top, wl)
+    result = evaluate_mapping(spec, mapping, workload=wl, arch=arch)
+    fused = _fused(compat, top)
+    return MappedWorkload(mapping, result, list(joined.order), fused)
+
+
+def _fused(compat: list[dict[str, Compatibility]], top: str) -> list[FusedTensor]:
+    out: dict[str, FusedTensor] = {}
+    for c in compat:
+        for t, x in c.items():
+            if x.backing != top:
+                out[t] = FusedTensor(t, x.backing, x.loops)
+    return [out[t] for t in sorted(out)]
+
+
+def _top(wl: WorkloadInfo, arch: ArchEvaluator) -> str:
+    info = wl.einsums[0]
+    comps = arch.components(info.name)
+    return next(name for name, c in comps.items() if c.kind == "memory")
+
+
+def _memory_sizes(wl, arch, config) -> dict[str, float]:
+    names = join_memories(wl, arch, config)
+    sizes: dict[str, float] = {}
+    for info in wl.einsums:
+        for name, c in arch.components(info.name).items():
+            if name in names:
+                sizes[name] = c.size
+    return dict(sorted(sizes.items()))
+
+
+def _orders(wl: WorkloadInfo, which: str, limit: int) -> list[list[str]]:
+    """The given order, or every topological order of the Einsum dependency graph."""
+    names = [e.name for e in wl.einsums]
+    if which == "given":
+        return [names]
+    producers = {t: e.name for e in wl.einsums for t in e.outputs}
+    needs = {
+        e.name: {producers[t] for t in e.tensors if t in producers and producers[t] != e.name}
+        for e in wl.einsums
+    }
+    out: list[list[str]] = []
+
+    def rec(done: list[str], left: list[str]) -> None:
+        if len(out) >= limit:
+            return
+        if not left:
+            out.append(list(done))
+            return
+        for n in left:
+            if needs[n] <= set(done):
+                rec(done + [n], [x for x in left if x != n])
+
+    rec([], names)
+    return out
+
+
+def generate_tables(
+    spec: Spec,
+    wl: WorkloadInfo,
+    arch: ArchEvaluator,
+    objective: str,
+    jobs: int,
+    progress: Progress | None,
+    stats: MapStatistics,
+) -> dict[str, PmappingTable]:
+    """Fused pmappings of every Einsum; Einsums equal up to tensor names share one."""
+    groups: dict[tuple, list[str]] = {}
+    for e in wl.einsums:
+        groups.setdefault(einsum_signature(e, wl, arch), []).append(e.name)
+    unique = [names[0] for names in groups.values()]
+    stats.distinct_einsums = len(unique)
+    gen_objective = "energy" if objective == "energy" else "all"
+    config = replace(config_from_spec(spec), fusion=True)
+    made: dict[str, PmappingTable] = {}
+    if jobs > 1 and len(unique) > 1:
+        from joblib import Parallel, delayed
+
+        order = sorted(unique, key=lambda n: -len(wl.einsum(n).rank_variables))
+        done = Parallel(n_jobs=jobs, return_as="generator")(
+            delayed(_generate_one)(spec, n, gen_objective, config) for n in order
+        )
+        for k, table in enumerate(done):
+            made[table.einsum] = table
+            if progress:
+                progress("pmappings", k + 1, len(unique))
+    else:
+        for k, n in enumerate(unique):
+            made[n] = generate_pmappings(
+                spec, n, objective=gen_objective, config=config, workload=wl, arch=arch
+            )
+            if progress:
+                progress("pmappings", k + 1, len(unique))
+    tables: dict[str, PmappingTable] = {}
+    for names in groups.values():
+        first = made[names[0]]
+        for n in names:
+            if n == names[0]:
+                tables[n] = first
+            else:
+                rename = tensor_renaming(wl.einsum(names[0]), wl.einsum(n))
+                tables[n] = first.renamed(n, rename)
+    for n, table in tables.items():
+        stats.pmappings[n] = len(table)
+        stats.templates[n] = table.stats.templates
+    return {e.name: tables[e.name] for e in wl.einsums}
+
+
+def _generate_one(spec: Spec, einsum: str, objective: str, config) -> PmappingTable:
+    return generate_pmappings(spec, einsum, objective=objective, config=config)
+
+
+def objective_value(result: Result, objective: str) -> float:
+    """The objective of a Result (EDP = energy x latency)."""
+    if objective == "latency":
+        return result.latency
+    if objective == "edp":
+        return result.energy * result.latency
+    return result.energy
+
+
+__all__ = ["map_workload", "MapOutcome", "MappedWorkload", "FusedTensor"]

@@ -1,0 +1,300 @@
+"""The FFM join: Einsum by Einsum, group by compatibility, join, consolidate, prune.
+
+A *partial mapping* maps the first ``j`` Einsums of an order. What its future depends on
+is (FFM §4–§5):
+
+* its *live* compatibility: for every shared tensor accessed both by one of the first
+  ``j`` Einsums and by a later one, the memory backing it and the loops above that node.
+  Partial mappings with equal live compatibility form a group; the next Einsum's
+  pmappings join a group only if they agree on every tensor they share with it.
+* its reservations, consolidated by lifetime. Einsum ``j`` and ``j+1`` share the first
+  ``b_j`` loops (the deepest fused tensor they exchange). A reservation made under ``d``
+  loops lives during every Einsum that shares loop ``d+1`` with its owner (and a fused
+  tensor's backing tile, from its producer to its last consumer). So per bounded memory
+  it is enough to keep, for every open loop level ``e = 1..b``, the sum ``S[e]`` of the
+  reservations live for that whole level, and ``C[e]``, the peak of the already closed
+  parts below it: the final usage is ``max(C[0], S[1] + max(C[1], S[2] + ...))``. The
+  number of tracked values depends on the loop depth, not on the number of Einsums.
+
+Within a group, a partial mapping that is no better in any objective and reserves at
+least as much at every level is pruned (optimality-preserving, FFM §6.4).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..model.reuse import projection_terms
+from ..spec.arch_eval import ArchEvaluator
+from ..spec.resolve import WorkloadInfo
+from .pareto import pareto_mask
+from .pmappings import PmappingTable
+from .prefix import Compatibility
+from .terms import tile_values
+
+Key = tuple[Compatibility, ...]
+
+
+@dataclass
+class _Piece:
+    """The rows of one Einsum's table that share one compatibility, ready to join."""
+
+    rows: np.ndarray  # indices into the Einsum's table
+    compat: dict[str, Compatibility]
+    b_prev: int  # loops shared with the previous Einsum
+    b_next: int  # loops shared with the next Einsum
+    private: dict[str, np.ndarray]  # memory -> (rows, K+1) reservations by depth
+    shared_adds: list[tuple[str, int, float]]  # (memory, level, bits) of fused backings
+
+
+@dataclass
+class _Group:
+    """Partial mappings with the same live compatibility."""
+
+    energy: np.ndarray
+    latency: np.ndarray
+    picks: np.ndarray  # (R, j) row of each joined Einsum's table
+    S: dict[str, np.ndarray]  # memory -> (R, b) live sums per open level 1..b
+    C: dict[str, np.ndarray]  # memory -> (R, b+1) closed peaks per level 0..b
+
+
+@dataclass
+class JoinStats:
+    """What the join did, per step."""
+
+    groups: list[int] = field(default_factory=list)  # groups after each step
+    rows_joined: list[int] = field(default_factory=list)  # combinations formed
+    rows_kept: list[int] = field(default_factory=list)  # after capacity and pruning
+    group_pairs: list[int] = field(default_factory=list)  # compatible group pairs tried
+
+
+@dataclass
+class Joined:
+    """Complete mappings (one order): objectives and each Einsum's chosen row."""
+
+    order: list[str]
+    energy: np.ndarray
+    latency: np.ndarray
+    picks: np.ndarray  # (R, n) rows, in ``order``
+    stats: JoinStats
+
+
+def join(
+    order: list[str],
+    tables: dict[str, PmappingTable],
+    workload: WorkloadInfo,
+    arch: ArchEvaluator,
+    objective: str,
+    memories: dict[str, float],
+    bound: float = math.inf,
+) -> Joined:
+    """Join the tables along ``order``; keep what the objective needs.
+
+    ``memories``: the bounded memories whose reservations can overlap between Einsums,
+    with their sizes. ``bound``: partial mappings whose objective plus the best possible
+    rest exceeds it are dropped (the clean pass after a first solution).
+    """
+    accessors = {t: [i for i, e in enumerate(order) if t in workload.einsum(e).tensors]
+                 for t in workload.tensors}  # fmt: skip
+    stats = JoinStats()
+    rest = _rest_bounds(order, tables, objective)
+    groups: dict[Key, _Group] = {
+        (): _Group(
+            np.zeros(1), np.zeros(1), np.zeros((1, 0), dtype=np.int64),
+            {m: np.zeros((1, 0)) for m in memories}, {m: np.zeros((1, 1)) for m in memories},
+        )
+    }  # fmt: skip
+    for j, name in enumerate(order):
+        pieces = _pieces(j, order, tables[name], workload, arch, accessors, memories)
+        by_match: dict[tuple, list[_Piece]] = {}
+        earlier = sorted(t for t in workload.einsum(name).tensors if accessors[t][0] < j)
+        for p in pieces:
+            by_match.setdefault(tuple(p.compat[t] for t in earlier), []).append(p)
+        out: dict[Key, list[_Group]] = {}
+        pairs = joined_rows = 0
+        for key, g in groups.items():
+            live = {c.tensor: c for c in key}
+            if any(t not in live for t in earlier):
+                continue
+            for p in by_match.get(tuple(live[t] for t in earlier), []):
+                pairs += 1
+                new = _join_one(g, p, tables[name], memories, objective, rest[j + 1], bound)
+                joined_rows += len(g.energy) * len(p.rows)
+                if new is None:
+                    continue
+                nkey = _live_key(live, p.compat, j, accessors)
+                out.setdefault(nkey, []).append(new)
+        groups = {k: _prune(_concat(v), objective) for k, v in out.items()}
+        stats.groups.append(len(groups))
+        stats.group_pairs.append(pairs)
+        stats.rows_joined.append(joined_rows)
+        stats.rows_kept.append(sum(len(g.energy) for g in groups.values()))
+    final = groups.get(())
+    if final is None:
+        empty = np.zeros(0)
+        return Joined(order, empty, empty, np.zeros((0, len(order)), dtype=np.int64), stats)
+    return Joined(order, final.energy, final.latency, final.picks, stats)
+
+
+def _rest_bounds(order: list[str], tables: dict[str, PmappingTable], objective: str):
+    """Per position j: a lower bound on the objective of Einsums j.. (sum of minima)."""
+    mins = []
+    for name in order:
+        t = tables[name]
+        if len(t) == 0:
+            mins.append(math.inf)
+        elif objective == "latency":
+            mins.append(float(t.latency.min()))
+        else:
+            mins.append(float(t.energy.min()))
+    return [sum(mins[j:]) for j in range(len(order) + 1)]
+
+
+def _pieces(j, order, table, workload, arch, accessors, memories) -> list[_Piece]:
+    """Group one table's rows by compatibility and work out their place in the order."""
+    fusion = table.fusion
+    assert fusion is not None, "the join needs pmappings generated with fusion on"
+    info = workload.einsum(order[j])
+    by_seq: dict[int, list[int]] = {}
+    for i, s in enumerate(fusion.seq):
+        by_seq.setdefault(int(s), []).append(i)
+    out = []
+    for seq, rows in by_seq.items():
+        compat = {
+            c.tensor: c for c in fusion.interner.compatibility(seq, fusion.shared, fusion.top)
+        }
+        b_prev = b_next = 0
+        adds = []
+        ok = True
+        for t, c in compat.items():
+            users = accessors[t]
+            fused = c.backing != fusion.top[t]
+            if fused and users != list(range(users[0], users[-1] + 1)):
+                ok = False  # an Einsum between two users would have to host it
+                break
+            if not fused:
+                continue
+            if users[0] < j:
+                b_prev = max(b_prev, c.depth)
+            if users[-1] > j:
+                b_next = max(b_next, c.depth)
+            if c.backing in memories and (users[0] == j or b_prev < c.depth + 1):
+                # A fused tile is reserved once per run of users sharing the loop below it.
+                bits = _backing_bits(info, t, c, table, arch, workload)
+                adds.append((c.backing, c.depth + 1, bits))
+        if not ok:
+            continue
+        idx = np.array(rows, dtype=np.int64)
+        private = {m: b[idx] for m, b in fusion.buckets.items() if m in memories}
+        piece = _Piece(idx, compat, b_prev, b_next, private, adds)
+        out.append(piece)
+    return out
+
+
+def _backing_bits(info, tensor: str, c: Compatibility, table: PmappingTable, arch, workload):
+    """Bits of a fused tensor's tile at its backing node (under its shared loops)."""
+    sizes = {v: np.array([info.bounds[v]]) for v in info.rank_variables}
+    for var, tile in c.loops:
+        sizes[var] = np.array([tile])
+    values = float(tile_values(projection_terms(info, tensor), sizes)[0])
+    res = table.results[0].template
+    comp = arch.flat(info.name, res.compute).component(c.backing)
+    return values * comp.value_bits(tensor, workload.tensors[tensor].bits_per_value)
+
+
+def _live_key(live: dict, compat: dict, j: int, accessors: dict) -> Key:
+    """Live compatibility after Einsum ``j``: tensors used both up to ``j`` and after."""
+    merged = dict(live)
+    merged.update(compat)
+    keep = [c for t, c in merged.items() if accessors[t][0] <= j < accessors[t][-1]]
+    return tuple(sorted(keep, key=lambda c: c.tensor))
+
+
+def _join_one(g: _Group, p: _Piece, table, memories, objective, rest, bound):
+    """Every partial mapping of ``g`` with every row of ``p``; None if nothing fits."""
+    n1, n2 = len(g.energy), len(p.rows)
+    left = np.repeat(np.arange(n1), n2)
+    right = np.tile(np.arange(n2), n1)
+    rows = p.rows[right]
+    energy = g.energy[left] + table.energy[rows]
+    latency = g.latency[left] + table.latency[rows]
+    ok = np.ones(len(left), dtype=bool)
+    if bound < math.inf and objective in ("energy", "latency"):
+        value = latency if objective == "latency" else energy
+        ok &= value + rest <= bound * (1 + 1e-9)
+    S: dict[str, np.ndarray] = {}
+    C: dict[str, np.ndarray] = {}
+    b, b2 = p.b_prev, p.b_next
+    top = max(b, b2)
+    for m, size in memories.items():
+        s = np.zeros((len(left), top))
+        c = np.zeros((len(left), top + 1))
+        s[:, :b] = g.S[m][left]
+        c[:, : b + 1] = g.C[m][left]
+        own = np.zeros(len(left))
+        if m in p.private:
+            buckets = p.private[m][right]
+            d = min(top, buckets.shape[1] - 1)
+            s[:, :d] += buckets[:, :d]
+            own += buckets[:, d:].sum(axis=1)
+        for mem, level, bits in p.shared_adds:
+            if mem == m:
+                if level <= top:
+                    s[:, level - 1] += bits
+                else:
+                    own += bits
+        peak = own
+        for e in range(top, b2, -1):
+            peak = s[:, e - 1] + np.maximum(c[:, e], peak)
+        c[:, b2] = np.maximum(c[:, b2], peak)
+        s, c = s[:, :b2], c[:, : b2 + 1]
+        ok &= _usage(s, c) <= size * (1 + 1e-9)
+        S[m], C[m] = s, c
+    if not ok.any():
+        return None
+    picks = np.concatenate([g.picks[left], rows[:, None]], axis=1)
+    return _Group(
+        energy[ok], latency[ok], picks[ok], {m: v[ok] for m, v in S.items()},
+        {m: v[ok] for m, v in C.items()},
+    )  # fmt: skip
+
+
+def _usage(s: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """Peak usage so far: ``max(C[0], S[1] + max(C[1], S[2] + ...))``."""
+    peak = np.zeros(len(c))
+    for e in range(s.shape[1], 0, -1):
+        peak = s[:, e - 1] + np.maximum(c[:, e], peak)
+    return np.maximum(c[:, 0], peak)
+
+
+def _concat(groups: list[_Group]) -> _Group:
+    if len(groups) == 1:
+        return groups[0]
+    return _Group(
+        np.concatenate([g.energy for g in groups]),
+        np.concatenate([g.latency for g in groups]),
+        np.concatenate([g.picks for g in groups]),
+        {m: np.concatenate([g.S[m] for g in groups]) for m in groups[0].S},
+        {m: np.concatenate([g.C[m] for g in groups]) for m in groups[0].C},
+    )
+
+
+def _prune(g: _Group, objective: str) -> _Group:
+    """Pareto-optimal partial mappings of one group (objectives and open reservations;
+    ``C[0]`` is left out: the future only takes a maximum with it)."""
+    cols = []
+    if objective in ("energy", "edp", "pareto"):
+        cols.append(g.energy[:, None])
+    if objective in ("latency", "edp", "pareto"):
+        cols.append(g.latency[:, None])
+    for m in sorted(g.S):
+        cols += [g.S[m], g.C[m][:, 1:]]
+    crit = np.concatenate(cols, axis=1)
+    keep = pareto_mask(np.zeros(len(crit), dtype=np.int64), crit)
+    return _Group(
+        g.energy[keep], g.latency[keep], g.picks[keep], {m: v[keep] for m, v in g.S.items()},
+        {m: v[keep] for m, v in g.C.items()},
+    )  # fmt: skip

@@ -1,0 +1,76 @@
+"""Fused prefixes: the loops and fused backing nodes at the top of a pmapping.
+
+A pmapping's *fused prefix* is the sequence, from the root down to its deepest fused
+backing node, of temporal loops ``("loop", var, tile)`` and fused backing nodes
+``("back", tensor, memory)``. It fixes the pmapping's compatibility (FFM §4): for each
+shared tensor, the memory that backs it and the loops above that node. The tile-shape
+search interns prefixes as integers so it can keep rows of different prefixes apart.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+Token = tuple
+
+
+@dataclass(frozen=True)
+class Compatibility:
+    """What a pmapping exchanges with its neighbours through one shared tensor."""
+
+    tensor: str
+    backing: str
+    loops: tuple[tuple[str, int], ...]  # (rank variable, tile shape) above the backing node
+
+    @property
+    def depth(self) -> int:
+        """Number of loops above the backing node."""
+        return len(self.loops)
+
+
+class PrefixInterner:
+    """Integer ids for fused prefixes (id 0 is the empty prefix)."""
+
+    def __init__(self) -> None:
+        self.prefixes: list[tuple[Token, ...]] = [()]
+        self._ids: dict[tuple[Token, ...], int] = {(): 0}
+
+    def intern(self, prefix: tuple[Token, ...]) -> int:
+        """The id of ``prefix`` (new ids for new prefixes)."""
+        got = self._ids.get(prefix)
+        if got is None:
+            got = self._ids[prefix] = len(self.prefixes)
+            self.prefixes.append(prefix)
+        return got
+
+    def extend(self, ids: np.ndarray, tokens: list[tuple[Token, ...]], which: np.ndarray):
+        """New ids: prefix ``ids[r]`` followed by ``tokens[which[r]]`` for every row r."""
+        pairs = np.stack([ids, which], axis=1)
+        uniq, inverse = np.unique(pairs, axis=0, return_inverse=True)
+        new = np.array(
+            [self.intern(self.prefixes[int(i)] + tokens[int(w)]) for i, w in uniq],
+            dtype=np.int64,
+        )
+        return new[inverse.ravel()]
+
+    def compatibility(
+        self, seq: int, shared: frozenset[str], top: dict[str, str]
+    ) -> tuple[Compatibility, ...]:
+        """Per shared tensor (sorted): backing memory and loops above (``top``: the
+        memory backing each shared tensor when it is not fused)."""
+        loops: list[tuple[str, int]] = []
+        fused: dict[str, Compatibility] = {}
+        for tok in self.prefixes[seq]:
+            if tok[0] == "loop":
+                loops.append((tok[1], tok[2]))
+            else:
+                fused[tok[1]] = Compatibility(tok[1], tok[2], tuple(loops))
+        return tuple(fused.get(t, Compatibility(t, top[t], ())) for t in sorted(shared))
+
+    def depth(self, seq: int) -> int:
+        """Loops above the deepest fused backing node."""
+        toks = self.prefixes[seq]
+        last = max((i for i, t in enumerate(toks) if t[0] == "back"), default=-1)
+        return sum(1 for t in toks[:last] if t[0] == "loop")
