@@ -19,7 +19,7 @@ from .assemble import assemble
 from .join import Joined, join
 from .pmappings import PmappingTable, generate_pmappings
 from .prefix import Compatibility
-from .signature import einsum_signature, tensor_renaming
+from .signature import einsum_signature, tensor_renaming, variable_renaming
 from .space import config_from_spec, join_memories
 
 OBJECTIVES = ("energy", "latency", "edp", "pareto")
@@ -284,8 +284,8 @@ def generate_tables(
             if n == names[0]:
                 tables[n] = first
             else:
-                rename = tensor_renaming(wl.einsum(names[0]), wl.einsum(n))
-                tables[n] = first.renamed(n, rename)
+                a, b = wl.einsum(names[0]), wl.einsum(n)
+                tables[n] = first.renamed(n, tensor_renaming(a, b), variable_renaming(a, b))
     for n, table in tables.items():
         stats.pmappings[n] = len(table)
         stats.templates[n] = table.stats.templates

@@ -99,9 +99,17 @@ class PmappingTable:
         """The LoopTree of row ``i``."""
         return materialize(self.results[int(self.template[i])], int(self.row[i]))
 
-    def renamed(self, einsum: str, tensors: dict[str, str]) -> PmappingTable:
-        """The same table for an identical Einsum with other tensor names."""
-        from .space import Holder
+    def renamed(
+        self, einsum: str, tensors: dict[str, str], variables: dict[str, str] | None = None
+    ) -> PmappingTable:
+        """The same table for an identical Einsum with other tensor (and rank variable)
+        names."""
+        from .space import Holder, SpatialLoop
+
+        var = variables or {}
+
+        def v(name: str) -> str:
+            return var.get(name, name)
 
         results = []
         for r in self.results:
@@ -109,17 +117,32 @@ class PmappingTable:
             holders = tuple(
                 Holder(tensors[h.tensor], h.component, h.level, h.backing) for h in t.holders
             )
-            tmpl = replace(t, einsum=einsum, holders=holders)
-            rel = {tensors[k]: v for k, v in r.relevance.items()}
+            spatial = tuple(
+                SpatialLoop(s.component, s.dimension, s.level, v(s.var), s.trips, s.slot)
+                for s in t.spatial
+            )
+            blocked = frozenset((g, v(x)) for g, x in t.blocked)
+            tmpl = replace(t, einsum=einsum, holders=holders, spatial=spatial, blocked=blocked)
+            rel = {
+                tensors[k]: {v(x): kind for x, kind in d.items()} for k, d in r.relevance.items()
+            }
             seq = r.seq
             if seq is not None and self.fusion is not None:
-                seq = _renamed_seq(self.fusion.interner, seq, tensors)
-            results.append(replace(r, template=tmpl, relevance=rel, seq=seq))
+                seq = _renamed_seq(self.fusion.interner, seq, tensors, var)
+            results.append(
+                replace(
+                    r,
+                    template=tmpl,
+                    relevance=rel,
+                    seq=seq,
+                    variables=[v(x) for x in r.variables],
+                )
+            )
         fusion = self.fusion
         if fusion is not None:
             fusion = replace(
                 fusion,
-                seq=_renamed_seq(fusion.interner, fusion.seq, tensors),
+                seq=_renamed_seq(fusion.interner, fusion.seq, tensors, var),
                 shared=frozenset(tensors[t] for t in fusion.shared),
                 top={tensors[t]: m for t, m in fusion.top.items()},
             )
@@ -130,13 +153,17 @@ class PmappingTable:
         return compatibility_of(self.mapping(i), shared)
 
 
-def _renamed_seq(interner: PrefixInterner, seq: np.ndarray, tensors: dict[str, str]):
-    """Fused prefixes with the tensor names of the backing tokens replaced."""
+def _renamed_seq(
+    interner: PrefixInterner, seq: np.ndarray, tensors: dict[str, str], var: dict[str, str]
+) -> np.ndarray:
+    """Fused prefixes with tensor and rank variable names replaced."""
     uniq, inverse = np.unique(seq, return_inverse=True)
     new = []
     for i in uniq:
-        toks = interner.prefixes[int(i)]
-        toks = tuple((k, tensors[a], b) if k == "back" else (k, a, b) for k, a, b in toks)
+        toks = tuple(
+            (k, tensors[a], b) if k == "back" else (k, var.get(a, a), b)
+            for k, a, b in interner.prefixes[int(i)]
+        )
         new.append(interner.intern(toks))
     return np.array(new, dtype=np.int64)[inverse.ravel()]
 

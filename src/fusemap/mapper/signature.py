@@ -22,12 +22,23 @@ def einsum_signature(info: EinsumInfo, workload: WorkloadInfo, arch: ArchEvaluat
         return tuple(sorted(rename[t] for t in items if t in rename))
 
     def keyed(mapping) -> tuple:
-        return tuple(sorted((rename.get(k, "?" + k), repr(v)) for k, v in mapping.items()))
+        return tuple(
+            sorted(
+                (rename.get(k, "?" + k), repr(v))
+                for k, v in mapping.items()
+                if k in rename or k not in workload.tensors
+            )
+        )
+
+    var = {v: f"${i}" for i, v in enumerate(info.rank_variables)}
+
+    def affine(p) -> tuple:
+        return (tuple((var[v], c) for v, c in p.coeffs), p.const)
 
     tensors = tuple(
         (
             rename[t],
-            tuple((r, repr(p)) for r, p in info.projections[t].items()),
+            tuple(affine(p) for p in info.projections[t].values()),
             t in info.outputs,
             workload.tensors[t].bits_per_value,
             t in info.persistent,
@@ -36,8 +47,10 @@ def einsum_signature(info: EinsumInfo, workload: WorkloadInfo, arch: ArchEvaluat
         for t in info.tensors
     )
     comps = tuple(_component(c, names, keyed) for c in arch.components(info.name).values())
+    # Rank variables are named by position too, unless a fanout's loop_bounds name them.
+    named = any(d.loop_bounds for c in arch.components(info.name).values() for d in c.spatial)
     return (
-        tuple((v, info.bounds[v]) for v in info.rank_variables),
+        tuple((v if named else var[v], info.bounds[v]) for v in info.rank_variables),
         tensors,
         info.is_copy,
         info.n_instances,
@@ -86,3 +99,8 @@ def _component(c: ComponentInfo, names, keyed) -> tuple[Any, ...]:
 def tensor_renaming(a: EinsumInfo, b: EinsumInfo) -> dict[str, str]:
     """Tensor names of ``a`` -> the tensor of ``b`` at the same position."""
     return dict(zip(a.tensors, b.tensors, strict=True))
+
+
+def variable_renaming(a: EinsumInfo, b: EinsumInfo) -> dict[str, str]:
+    """Rank variables of ``a`` -> the rank variable of ``b`` at the same position."""
+    return dict(zip(a.rank_variables, b.rank_variables, strict=True))
