@@ -61,7 +61,9 @@ def test_map_errors_are_one_line(tmp_path, monkeypatch, capsys):
     for extra, expected in (
         (["--einsum", "Nope"], "unknown Einsum 'Nope'"),
         (["--einsum", "Matmul0", "--objective", "speed"], "unknown objective 'speed'"),
-        ([], "pass --einsum NAME"),
+        (["--objective", "speed"], "unknown objective 'speed'"),
+        (["--orders", "some"], "unknown --orders 'some'"),
+        (["--jobs", "0"], "--jobs must be at least 1"),
     ):
         code, text = run_cli(base + extra, monkeypatch, capsys)
         assert code == 2

@@ -1,0 +1,54 @@
+"""The optimal fused mapping of GPT-3 6.7B prefill on tpu_v4i (energy objective).
+
+GPT-3 6.7B with BATCH_SIZE=1, DECODE=False, N_NEW_TOKENS=2048. Prints the time per phase,
+the peak resident memory, the energy, the fused tensors and the mapper statistics.
+Target (issue 5): under 30 s on 2 cores (the established implementation takes about
+316 s there).
+
+usage: python benchmarks/gpt3.py [--jobs 2] [--objective energy]
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import time
+from pathlib import Path
+
+from fusemap.mapper.ffm import map_workload
+from fusemap.spec.spec import load_spec
+
+HERE = Path(__file__).resolve().parent
+CORPUS = HERE.parent.parent / "shared/corpus/accelforge-examples"
+ARCH = CORPUS / "arches/tpu_v4i.yaml"
+WORKLOAD = CORPUS / "workloads/transformers/gpt/gpt3_6.7B.yaml"
+VARIABLES = {"BATCH_SIZE": 1, "DECODE": False, "N_NEW_TOKENS": 2048}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--objective", default="energy")
+    args = ap.parse_args()
+    t = time.perf_counter()
+    spec = load_spec(ARCH, WORKLOAD, variables=VARIABLES)
+    out = map_workload(spec, args.objective, jobs=args.jobs)
+    total = time.perf_counter() - t
+    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    res = out.best.result
+    st = out.statistics
+    print(f"GPT-3 6.7B on tpu_v4i, objective {args.objective}, {args.jobs} workers")
+    print(f"total {total:.1f} s (target < 30 s); phases: "
+          + ", ".join(f"{k} {v:.1f} s" for k, v in st.seconds.items()))  # fmt: skip
+    print(f"peak RSS {max(own, kids) / 1024:.0f} MB")
+    print(f"energy {res.energy:.6g}, latency {res.latency:.6g}")
+    print(
+        "fused: "
+        + (", ".join(f"{f.tensor}@{f.memory}{list(f.loops)}" for f in out.best.fused) or "-")
+    )
+    print(f"pmappings per Einsum {st.pmappings}; groups per join step {st.groups}")
+
+
+if __name__ == "__main__":
+    main()

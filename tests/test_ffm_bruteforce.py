@@ -1,0 +1,182 @@
+"""The FFM join finds the optimal fused mapping: checked by brute force.
+
+Each case is a random small workload (a chain of 2-4 matmuls, or one tensor feeding two
+Einsums) on a random 2- or 3-level arch whose buffer is too small to keep every
+intermediate whole. The brute force takes the *unpruned* pmappings of every Einsum
+(``generate_pmappings(prune=False)``), forms every compatible combination (same backing
+memory and loops above it for every shared tensor), sorts them by objective and asks the
+model (capacity check on the assembled LoopTree) for the first valid one. FFM
+(``map_workload``, pruned tables, join) must reach the same optimum for energy, latency
+and EDP, and its mapping, scored by the model, must give the numbers it reports.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import math
+import random
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from fusemap.mapper.assemble import assemble
+from fusemap.mapper.ffm import map_workload
+from fusemap.mapper.pmappings import generate_pmappings
+from fusemap.mapper.space import config_from_spec
+from fusemap.model.evaluate import evaluate_mapping
+from fusemap.spec.arch_eval import ArchEvaluator
+from fusemap.spec.errors import InvalidMappingError
+from fusemap.spec.resolve import resolve_workload
+from fusemap.spec.spec import load_spec
+from model_helpers import access, arch, compute_unit, einsum, memory, to_yaml, workload
+
+
+def _workload(rng: random.Random, shape: str) -> dict:
+    if shape == "fanout":  # T1 feeds two Einsums
+        b = {v: rng.choice([2, 2, 3]) for v in ("m", "n0", "n1", "n2", "n3")}
+        es = [
+            _mm("E0", "T0", "W0", "T1", "n0", "n1"),
+            _mm("E1", "T1", "W1", "T2", "n1", "n2"),
+            _mm("E2", "T1", "W2", "T3", "n1", "n3"),
+        ]
+        return workload(b, *es)
+    n = int(shape)
+    small = [2] if n == 4 else [2, 2, 3]  # four Einsums: keep the brute force tractable
+    b = {"m": rng.choice([2, 4])} | {f"n{i}": rng.choice(small) for i in range(n + 1)}
+    es = [_mm(f"E{i}", f"T{i}", f"W{i}", f"T{i + 1}", f"n{i}", f"n{i + 1}") for i in range(n)]
+    return workload(b, *es)
+
+
+def _mm(name, a, w, out, k, n) -> dict:
+    return einsum(name, access(a, ["m", k]), access(w, [k, n]), access(out, ["m", n], output=True))
+
+
+def _arch(rng: random.Random, gb_bits: int, small: bool) -> dict:
+    tp = lambda: rng.choice(["inf", 2, 4])  # noqa: E731
+    dram = rng.choice([20, 50, 100])
+    nodes = [
+        memory(
+            "DRAM", "inf", dram, dram, read_tp=tp(), write_tp=tp(),
+            tensors={"keep": "~Intermediates", "may_keep": "All"},
+        ),
+        memory("GB", gb_bits, 2, 2, read_tp=tp(), tensors={"may_keep": "All"}),
+    ]  # fmt: skip
+    if rng.random() < 0.4 and not small:
+        nodes.append(memory("RF", rng.choice([16, 24, 32]), 1, 1, tensors={"keep": "Outputs"}))
+    nodes.append(compute_unit("MAC", 1, throughput=rng.choice([1, 2])))
+    return arch(*nodes)
+
+
+SHAPES = ["2", "2", "3", "fanout", "3", "4"]
+
+
+def _case(seed: int, tmp_path):
+    rng = random.Random(1000 + seed)
+    wl = _workload(rng, SHAPES[seed % len(SHAPES)])
+    bounds = {v: int(s.split("<")[-1]) for v, s in wl["workload"]["iteration_space_shape"].items()}
+    inter = [k for k in bounds if k.startswith("n")][1:-1]
+    whole = sum(bounds["m"] * bounds[v] * 8 for v in inter)  # every intermediate, whole
+    gb = max(24, int(whole * rng.choice([0.3, 0.5, 0.8])))
+    path = tmp_path / f"ffm{seed}.yaml"
+    small = SHAPES[seed % len(SHAPES)] == "4"
+    path.write_text(to_yaml({**_arch(rng, gb, small), **wl, "mapper": {"imperfect": False}}))
+    return load_spec(path)
+
+
+def _brute_force(spec, objective: str) -> float:
+    """Best objective over every valid compatible combination of unpruned pmappings.
+
+    Combinations are visited best-first (a heap over each compatible group product,
+    by objective, or for EDP by energy times the least possible latency), and each is
+    checked by the model on the assembled LoopTree until no unvisited one can win.
+    """
+    wl = resolve_workload(spec)
+    ar = ArchEvaluator(spec, wl)
+    config = replace(config_from_spec(spec), fusion=True)
+    names = [e.name for e in wl.einsums]
+    tables = [
+        generate_pmappings(spec, n, config=config, workload=wl, arch=ar, prune=False) for n in names
+    ]
+    top = "DRAM"
+    users = {t: [i for i, n in enumerate(names) if t in wl.einsum(n).tensors] for t in wl.tensors}
+    groups = []
+    for t in tables:
+        by: dict[tuple, list[int]] = {}
+        for i in range(len(t)):
+            by.setdefault(t.fusion.compatibility(i), []).append(i)
+        groups.append(by)
+    combos = []  # per compatible group combination: per Einsum rows sorted by key
+    for combo in itertools.product(*[list(g) for g in groups]):
+        seen: dict[str, object] = {}
+        ok = True
+        for compat in combo:
+            for c in compat:
+                ok &= seen.setdefault(c.tensor, c) == c
+                if c.backing != top:
+                    u = users[c.tensor]
+                    ok &= u == list(range(u[0], u[-1] + 1))
+        if ok:
+            combos.append([np.array(g[c]) for g, c in zip(groups, combo, strict=True)])
+    key_of = (lambda t: t.latency) if objective == "latency" else (lambda t: t.energy)
+    sorted_rows, lmin = [], []
+    heap: list = []
+    for c, rows in enumerate(combos):
+        rows = [r[np.argsort(key_of(tables[k])[r], kind="stable")] for k, r in enumerate(rows)]
+        sorted_rows.append(rows)
+        lmin.append(sum(float(tables[k].latency[r].min()) for k, r in enumerate(rows)))
+        start = (0,) * len(rows)
+        heapq.heappush(heap, (_bound(tables, rows, start, objective, lmin[c]), c, start))
+    visited = set()
+    best = math.inf
+    while heap:
+        bound, c, idx = heapq.heappop(heap)
+        if bound >= best * (1 - 1e-12):
+            break
+        if (c, idx) in visited:
+            continue
+        visited.add((c, idx))
+        rows = sorted_rows[c]
+        picks = [int(r[i]) for r, i in zip(rows, idx, strict=True)]
+        for k in range(len(idx)):
+            if idx[k] + 1 < len(rows[k]):
+                nxt = idx[:k] + (idx[k] + 1,) + idx[k + 1 :]
+                heapq.heappush(heap, (_bound(tables, rows, nxt, objective, lmin[c]), c, nxt))
+        e = sum(float(tables[k].energy[p]) for k, p in enumerate(picks))
+        lat = sum(float(tables[k].latency[p]) for k, p in enumerate(picks))
+        value = {"energy": e, "latency": lat, "edp": e * lat}[objective]
+        if value >= best or not _valid(spec, wl, ar, names, tables, picks, top):
+            continue
+        best = value
+    return best
+
+
+def _bound(tables, rows, idx, objective, lmin) -> float:
+    if objective == "latency":
+        return sum(
+            float(tables[k].latency[r[i]]) for k, (r, i) in enumerate(zip(rows, idx, strict=True))
+        )
+    e = sum(float(tables[k].energy[r[i]]) for k, (r, i) in enumerate(zip(rows, idx, strict=True)))
+    return e * lmin if objective == "edp" else e
+
+
+def _valid(spec, wl, ar, names, tables, picks, top) -> bool:
+    chains = [tables[k].mapping(p) for k, p in enumerate(picks)]
+    compat = [{c.tensor: c for c in tables[k].fusion.compatibility(p)} for k, p in enumerate(picks)]
+    try:
+        evaluate_mapping(spec, assemble(names, chains, compat, top, wl), workload=wl, arch=ar)
+    except InvalidMappingError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_ffm_matches_brute_force(seed, tmp_path):
+    spec = _case(seed, tmp_path)
+    for objective in ("energy", "latency", "edp"):
+        best = _brute_force(spec, objective)
+        out = map_workload(spec, objective)
+        res = out.best.result
+        value = {"energy": res.energy, "latency": res.latency, "edp": res.energy * res.latency}
+        assert value[objective] == pytest.approx(best, rel=1e-9), objective
