@@ -99,3 +99,13 @@ def test_mapper_knobs_are_validated(tmp_path, monkeypatch, capsys):
     )
     assert code == 2
     assert "knobs.yaml:2: mapper.imperfect_max_bound: expected an integer" in text
+
+
+def test_map_workload_api_fuses_like_the_reference():
+    import fusemap
+
+    case = _case("simple_e100_mm128_n2")
+    spec = fusemap.load(SHARED / case["arch"], SHARED / case["workload"], **case["params"])
+    out = fusemap.map_workload(spec, "energy")
+    assert out.best.result.energy <= case["reference_energy"] * (1 + 1e-9)
+    assert [f.tensor for f in out.best.fused] == case["reference_fused"]

@@ -41,3 +41,15 @@ def pmappings(spec: Spec, einsum: str, objective: str = "energy"):
     from .mapper.pmappings import generate_pmappings
 
     return generate_pmappings(spec, einsum, objective=objective)
+
+
+def map_workload(spec: Spec, objective: str = "energy", **options: Any):
+    """The optimal fused mapping of the whole workload (FFM) as a ``MapOutcome``.
+
+    ``outcome.best.mapping`` is the LoopTree, ``outcome.best.result`` its ``Result``,
+    ``outcome.best.fused`` the fused tensors; ``objective`` is energy, latency, edp or
+    pareto (then ``outcome.mappings`` is the front). Options: ``orders``, ``jobs``.
+    """
+    from .mapper.ffm import map_workload as run
+
+    return run(spec, objective, **options)
