@@ -20,7 +20,7 @@ from .join import Joined, join
 from .pmappings import PmappingTable, generate_pmappings
 from .prefix import Compatibility
 from .signature import einsum_signature, tensor_renaming, variable_renaming
-from .space import config_from_spec, join_memories
+from .space import config_from_spec, join_memories, top_memory
 
 OBJECTIVES = ("energy", "latency", "edp", "pareto")
 Progress = Callable[[str, int, int], None]
@@ -141,7 +141,7 @@ def map_workload(
     stats.groups = best_join.stats.groups
     stats.joined = best_join.stats.rows_joined
     stats.kept = best_join.stats.rows_kept
-    top = _top(wl, arch)
+    top = top_memory(arch, wl.einsums[0].name)
     mapped = [_materialize(j, row, tables, wl, arch, spec, top) for j, row in picked]
     stats.seconds["assemble"] = time.perf_counter() - t
     stats.seconds["total"] = time.perf_counter() - start
@@ -197,12 +197,6 @@ def _fused(compat: list[dict[str, Compatibility]], top: str) -> list[FusedTensor
             if x.backing != top:
                 out[t] = FusedTensor(t, x.backing, x.loops)
     return [out[t] for t in sorted(out)]
-
-
-def _top(wl: WorkloadInfo, arch: ArchEvaluator) -> str:
-    info = wl.einsums[0]
-    comps = arch.components(info.name)
-    return next(name for name, c in comps.items() if c.kind == "memory")
 
 
 def _memory_sizes(wl, arch, config) -> dict[str, float]:
@@ -294,15 +288,6 @@ def generate_tables(
 
 def _generate_one(spec: Spec, einsum: str, objective: str, config) -> PmappingTable:
     return generate_pmappings(spec, einsum, objective=objective, config=config)
-
-
-def objective_value(result: Result, objective: str) -> float:
-    """The objective of a Result (EDP = energy x latency)."""
-    if objective == "latency":
-        return result.latency
-    if objective == "edp":
-        return result.energy * result.latency
-    return result.energy
 
 
 __all__ = ["map_workload", "MapOutcome", "MappedWorkload", "FusedTensor"]

@@ -22,7 +22,6 @@ least as much at every level is pruned (optimality-preserving, FFM §6.4).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -89,18 +88,15 @@ def join(
     arch: ArchEvaluator,
     objective: str,
     memories: dict[str, float],
-    bound: float = math.inf,
 ) -> Joined:
     """Join the tables along ``order``; keep what the objective needs.
 
     ``memories``: the bounded memories whose reservations can overlap between Einsums,
-    with their sizes. ``bound``: partial mappings whose objective plus the best possible
-    rest exceeds it are dropped (the clean pass after a first solution).
+    with their sizes.
     """
     accessors = {t: [i for i, e in enumerate(order) if t in workload.einsum(e).tensors]
                  for t in workload.tensors}  # fmt: skip
     stats = JoinStats()
-    rest = _rest_bounds(order, tables, objective)
     groups: dict[Key, _Group] = {
         (): _Group(
             np.zeros(1), np.zeros(1), np.zeros((1, 0), dtype=np.int64),
@@ -121,7 +117,7 @@ def join(
                 continue
             for p in by_match.get(tuple(live[t] for t in earlier), []):
                 pairs += 1
-                new = _join_one(g, p, tables[name], memories, objective, rest[j + 1], bound)
+                new = _join_one(g, p, tables[name], memories)
                 joined_rows += len(g.energy) * len(p.rows)
                 if new is None:
                     continue
@@ -137,20 +133,6 @@ def join(
         empty = np.zeros(0)
         return Joined(order, empty, empty, np.zeros((0, len(order)), dtype=np.int64), stats)
     return Joined(order, final.energy, final.latency, final.picks, stats)
-
-
-def _rest_bounds(order: list[str], tables: dict[str, PmappingTable], objective: str):
-    """Per position j: a lower bound on the objective of Einsums j.. (sum of minima)."""
-    mins = []
-    for name in order:
-        t = tables[name]
-        if len(t) == 0:
-            mins.append(math.inf)
-        elif objective == "latency":
-            mins.append(float(t.latency.min()))
-        else:
-            mins.append(float(t.energy.min()))
-    return [sum(mins[j:]) for j in range(len(order) + 1)]
 
 
 def _pieces(j, order, table, workload, arch, accessors, memories) -> list[_Piece]:
@@ -213,7 +195,7 @@ def _live_key(live: dict, compat: dict, j: int, accessors: dict) -> Key:
     return tuple(sorted(keep, key=lambda c: c.tensor))
 
 
-def _join_one(g: _Group, p: _Piece, table, memories, objective, rest, bound):
+def _join_one(g: _Group, p: _Piece, table, memories):
     """Every partial mapping of ``g`` with every row of ``p``; None if nothing fits."""
     n1, n2 = len(g.energy), len(p.rows)
     left = np.repeat(np.arange(n1), n2)
@@ -222,9 +204,6 @@ def _join_one(g: _Group, p: _Piece, table, memories, objective, rest, bound):
     energy = g.energy[left] + table.energy[rows]
     latency = g.latency[left] + table.latency[rows]
     ok = np.ones(len(left), dtype=bool)
-    if bound < math.inf and objective in ("energy", "latency"):
-        value = latency if objective == "latency" else energy
-        ok &= value + rest <= bound * (1 + 1e-9)
     S: dict[str, np.ndarray] = {}
     C: dict[str, np.ndarray] = {}
     b, b2 = p.b_prev, p.b_next

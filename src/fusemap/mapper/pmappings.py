@@ -20,8 +20,9 @@ from ..spec.resolve import WorkloadInfo
 from .pareto import pareto_mask
 from .prefix import Compatibility, PrefixInterner
 from .search import TilingCounts, tile_templates
-from .space import MapperConfig, config_from_spec, join_memories, templates
-from .tiling import TemplateResult, TemplateTiler
+from .space import MapperConfig, config_from_spec, join_memories, templates, top_memory
+from .template_result import TemplateResult
+from .tiling import TemplateTiler
 
 OBJECTIVES = ("energy", "latency", "edp")
 
@@ -281,7 +282,7 @@ def generate_pmappings(
     stats.stages = counts.stages
     results = [r for r in done if r.rows]
     if config.fusion:
-        top = {t: _top_memory(arch, info.name, temps) for t in shared}
+        top = {t: top_memory(arch, info.name) for t in shared}
         table = _combine_fused(einsum, results, objective, shared, interner, top, prune)
     else:
         table = _combine(einsum, results, objective, shared)
@@ -289,13 +290,6 @@ def generate_pmappings(
     stats.seconds = time.perf_counter() - start
     table.stats = stats
     return table
-
-
-def _top_memory(arch: ArchEvaluator, einsum: str, temps) -> str:
-    """The outermost memory (where unfused shared tensors are backed)."""
-    unit = temps[0].compute if temps else None
-    flat = arch.flat(einsum, unit) if unit else None
-    return next(c.name for c in flat.path if c.kind == "memory") if flat else ""
 
 
 def _stack(results: list[TemplateResult]):
@@ -346,6 +340,12 @@ def _combine(
             key = tuple(compatibility_of(materialize(res_i, int(row[i])), shared))
         groups[i] = keys.setdefault(key, len(keys))
     keep = pareto_mask(groups, np.stack(cols, axis=1))
+    return _kept(einsum, results, (tmpl, row, energy, latency, res), keep)
+
+
+def _kept(einsum, results, stacked, keep, fusion: FusionColumns | None = None) -> PmappingTable:
+    """The table of the ``keep`` rows of the stacked template results."""
+    tmpl, row, energy, latency, res = stacked
     return PmappingTable(
         einsum,
         results,
@@ -355,6 +355,7 @@ def _combine(
         latency[keep],
         {m: v[keep] for m, v in res.items()},
         _counts(results, keep),
+        fusion=fusion,
     )
 
 
@@ -386,14 +387,4 @@ def _combine_fused(
     crit = np.concatenate(cols, axis=1)
     keep = pareto_mask(seq, crit) if prune else np.ones(len(seq), dtype=bool)
     fusion = FusionColumns(seq, buckets, interner, shared, top).take(keep)
-    return PmappingTable(
-        einsum,
-        results,
-        tmpl[keep],
-        row[keep],
-        energy[keep],
-        latency[keep],
-        {m: v[keep] for m, v in res.items()},
-        _counts(results, keep),
-        fusion=fusion,
-    )
+    return _kept(einsum, results, (tmpl, row, energy, latency, res), keep, fusion)

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .tiling import TemplateResult, TemplateTiler, _Stage
+from .template_result import TemplateResult
+from .tiling import TemplateTiler, _Stage
 
 
 @dataclass

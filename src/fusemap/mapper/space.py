@@ -31,6 +31,8 @@ import itertools
 import math
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from ..spec.arch_eval import ArchEvaluator, FlatArch, SpatialInfo
 from ..spec.errors import FusemapError
 from ..spec.expressions import evaluate
@@ -110,6 +112,22 @@ def candidate_sizes(bound: int, imperfect: bool) -> list[int]:
     if imperfect:
         return list(range(1, bound + 1))
     return [d for d in range(1, bound + 1) if bound % d == 0]
+
+
+def next_sizes(cands: np.ndarray, bound: int, imperfect: bool) -> tuple[np.ndarray, np.ndarray]:
+    """CSR table: for each candidate tile, the tiles one loop below it may leave."""
+    offsets = [0]
+    values: list[int] = []
+    for c in cands:
+        c = int(c)
+        nxt = [c]
+        if c == bound and imperfect:
+            nxt += [int(d) for d in cands if d < c]
+        else:
+            nxt += [int(d) for d in cands if d < c and c % d == 0]
+        values += nxt
+        offsets.append(len(values))
+    return np.array(offsets, dtype=np.int64), np.array(values, dtype=np.int64)
 
 
 def compute_units(info: EinsumInfo, arch: ArchEvaluator) -> list[str]:
@@ -398,3 +416,8 @@ def _fits_all(comp, workload) -> bool:
         t.size * comp.value_bits(name, t.bits_per_value) for name, t in workload.tensors.items()
     )
     return total <= comp.size * (1 + 1e-9)
+
+
+def top_memory(arch: ArchEvaluator, einsum: str) -> str:
+    """The outermost memory (where unfused shared tensors are backed)."""
+    return next(n for n, c in arch.components(einsum).items() if c.kind == "memory")

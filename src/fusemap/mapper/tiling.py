@@ -16,13 +16,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..model.costs import component_latency, gated_fraction, total_leak_power
+from ..model.costs import gated_fraction, total_leak_power
 from ..model.reuse import projection_terms
 from ..spec.arch_eval import ComponentInfo, FlatArch
 from ..spec.resolve import EinsumInfo
 from .pareto import pareto_mask
 from .prefix import PrefixInterner
-from .space import MapperConfig, Template, candidate_sizes
+from .space import MapperConfig, Template, candidate_sizes, next_sizes
+from .template_result import TemplateResult
 from .terms import (
     NodeTerms,
     fill_basis,
@@ -31,45 +32,7 @@ from .terms import (
     reservation_sizes,
     tile_values,
 )
-
-
-@dataclass
-class TemplateResult:
-    """Surviving tile shapes of one template, with their objectives and the DP trail."""
-
-    template: Template
-    energy: np.ndarray  # (R,) energy, leak included
-    latency: np.ndarray  # (R,)
-    reservations: dict[str, np.ndarray]  # memory -> (R,) bits (memories that can overflow)
-    stage_sizes: list[np.ndarray]  # per chain position: (rows, V) tile sizes above the node
-    stage_mids: list[np.ndarray]  # per gap: (rows of next stage, V) sizes after its loops
-    stage_parents: list[np.ndarray]  # per stage > 0: row of the stage above
-    variables: list[str] = field(default_factory=list)  # column order of the size arrays
-    relevance: dict[str, dict[str, str]] = field(default_factory=dict)  # tensor -> var -> kind
-    latency_counts: dict[str, np.ndarray] = field(default_factory=dict)
-    """Per-instance calls behind the latency: ``lat:C`` (sum of calls / throughput of
-    component C) or ``calls:C:action`` (when C has its own ``total_latency``)."""
-    seq: np.ndarray | None = None
-    """Fusion: per row, the interned fused prefix (loops and fused backing nodes)."""
-    buckets: dict[str, np.ndarray] = field(default_factory=dict)
-    """Fusion: memory -> (R, K+1) private reservations by loop depth (last column:
-    below every fused backing node); fused backing nodes are left out (shared)."""
-
-    @property
-    def rows(self) -> int:
-        """Number of surviving tile shapes."""
-        return len(self.energy)
-
-    def trail(self, row: int) -> list[tuple[np.ndarray, np.ndarray]]:
-        """(sizes at node j, sizes after gap j) for every node, for one final row."""
-        n = len(self.stage_mids)
-        out: list[tuple[np.ndarray, np.ndarray]] = [None] * n  # type: ignore[list-item]
-        r = row
-        for j in range(n, 0, -1):
-            mid = self.stage_mids[j - 1][r]
-            r = int(self.stage_parents[j - 1][r])
-            out[j - 1] = (self.stage_sizes[j - 1][r], mid)
-        return out
+from .tile_latency import finish_objectives
 
 
 @dataclass
@@ -148,7 +111,7 @@ class TemplateTiler:
             self.imperfect.append(imperfect)
             c = np.array(candidate_sizes(n, imperfect), dtype=np.int64)
             self.cands.append(c)
-            self.options.append(_next_sizes(c, n, imperfect))
+            self.options.append(next_sizes(c, n, imperfect))
             lookup = np.full(n + 1, -1, dtype=np.int64)  # tile size -> candidate index
             lookup[c] = np.arange(len(c))
             self.index_of.append(lookup)
@@ -455,7 +418,7 @@ class TemplateTiler:
         """The template's complete tile shapes, with their energy and latency."""
         last = stages[-1]
         crit = last.crit + self.leaf_costs()
-        energy, latency = self._finish(crit)
+        energy, latency = finish_objectives(self, crit)
         reservations = {c: self._memory_total(crit, c) for c in self.res_cols}
         buckets = {
             c: np.concatenate([crit[:, cols], crit[:, [self.res_cols[c]]]], axis=1)
@@ -548,70 +511,3 @@ class TemplateTiler:
         out = sizes[rep]
         out[:, k] = values[np.repeat(start, count) + within]
         return out, rep
-
-    def _finish(self, crit: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Energy and latency of complete tile shapes (the model's latency rule)."""
-        rows = len(crit)
-        per_comp = []
-        for comp in self.flat.path:
-            if comp.kind == "container":
-                continue
-            per_comp.append(self._component_latency(comp, crit, rows))
-        latency = np.maximum.reduce(per_comp) if per_comp else np.zeros(rows)
-        energy = crit[:, 0] + self.leak * latency
-        return energy, latency
-
-    def _component_latency(self, comp: ComponentInfo, crit: np.ndarray, rows: int) -> np.ndarray:
-        names = self.layout.names
-        if comp.kind == "compute":
-            calls = {a: 0.0 for a in comp.actions}
-            if comp.name == self.t.compute and "compute" in comp.actions:
-                calls["compute"] = self._ops_per_instance()
-            return np.full(rows, component_latency(comp, calls) * self.scale)
-        if comp.node.total_latency is None:
-            col = "lat:" + comp.name
-            if col in names:
-                return crit[:, names.index(col)] * comp.actions_scale * self.scale
-            return np.zeros(rows)
-        cols = {
-            a: names.index(f"calls:{comp.name}:{a}")
-            for a in comp.actions
-            if f"calls:{comp.name}:{a}" in names
-        }
-        out = np.empty(rows)
-        cache: dict[tuple, float] = {}
-        for r in range(rows):
-            calls = {a: 0.0 for a in comp.actions}
-            for a, col in cols.items():
-                calls[a] = float(crit[r, col])
-            key = tuple(calls.values())
-            if key not in cache:
-                cache[key] = component_latency(comp, calls) * self.scale
-            out[r] = cache[key]
-        return out
-
-    def _ops_per_instance(self) -> float:
-        if self.info.is_copy:
-            return 0.0
-        ops = 1.0
-        for v in self.vars:
-            ops *= self.info.bounds[v]
-        for s in self.t.spatial:
-            ops /= s.trips
-        return ops
-
-
-def _next_sizes(cands: np.ndarray, bound: int, imperfect: bool) -> tuple[np.ndarray, np.ndarray]:
-    """CSR table: for each candidate tile, the tiles one loop below it may leave."""
-    offsets = [0]
-    values: list[int] = []
-    for c in cands:
-        c = int(c)
-        nxt = [c]
-        if c == bound and imperfect:
-            nxt += [int(d) for d in cands if d < c]
-        else:
-            nxt += [int(d) for d in cands if d < c and c % d == 0]
-        values += nxt
-        offsets.append(len(values))
-    return np.array(offsets, dtype=np.int64), np.array(values, dtype=np.int64)

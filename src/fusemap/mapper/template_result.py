@@ -1,0 +1,48 @@
+"""What the tile-shape search leaves for one template: objectives and the DP trail."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .space import Template
+
+
+@dataclass
+class TemplateResult:
+    """Surviving tile shapes of one template, with their objectives and the DP trail."""
+
+    template: Template
+    energy: np.ndarray  # (R,) energy, leak included
+    latency: np.ndarray  # (R,)
+    reservations: dict[str, np.ndarray]  # memory -> (R,) bits (memories that can overflow)
+    stage_sizes: list[np.ndarray]  # per chain position: (rows, V) tile sizes above the node
+    stage_mids: list[np.ndarray]  # per gap: (rows of next stage, V) sizes after its loops
+    stage_parents: list[np.ndarray]  # per stage > 0: row of the stage above
+    variables: list[str] = field(default_factory=list)  # column order of the size arrays
+    relevance: dict[str, dict[str, str]] = field(default_factory=dict)  # tensor -> var -> kind
+    latency_counts: dict[str, np.ndarray] = field(default_factory=dict)
+    """Per-instance calls behind the latency: ``lat:C`` (sum of calls / throughput of
+    component C) or ``calls:C:action`` (when C has its own ``total_latency``)."""
+    seq: np.ndarray | None = None
+    """Fusion: per row, the interned fused prefix (loops and fused backing nodes)."""
+    buckets: dict[str, np.ndarray] = field(default_factory=dict)
+    """Fusion: memory -> (R, K+1) private reservations by loop depth (last column:
+    below every fused backing node); fused backing nodes are left out (shared)."""
+
+    @property
+    def rows(self) -> int:
+        """Number of surviving tile shapes."""
+        return len(self.energy)
+
+    def trail(self, row: int) -> list[tuple[np.ndarray, np.ndarray]]:
+        """(sizes at node j, sizes after gap j) for every node, for one final row."""
+        n = len(self.stage_mids)
+        out: list[tuple[np.ndarray, np.ndarray]] = [None] * n  # type: ignore[list-item]
+        r = row
+        for j in range(n, 0, -1):
+            mid = self.stage_mids[j - 1][r]
+            r = int(self.stage_parents[j - 1][r])
+            out[j - 1] = (self.stage_sizes[j - 1][r], mid)
+        return out
