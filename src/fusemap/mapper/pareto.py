@@ -56,7 +56,10 @@ def pareto_mask(groups: np.ndarray, criteria: np.ndarray) -> np.ndarray:
     n = len(groups)
     if n == 0:
         return np.zeros(0, dtype=bool)
-    crit = np.ascontiguousarray(criteria, dtype=np.float64).reshape(n, -1)
+    crit = np.asarray(criteria, dtype=np.float64).reshape(n, -1)
+    if crit.shape[1] > 1:  # a criterion equal in every row decides nothing
+        crit = crit[:, (crit != crit[0]).any(axis=0)]
+    crit = np.ascontiguousarray(crit)
     groups = np.asarray(groups, dtype=np.int64)
     top = int(groups.max()) + 1 if n else 0
     if groups.min() < 0 or top > max(4 * n, 1 << 20):

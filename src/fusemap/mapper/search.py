@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from .suffix import SuffixSearch
 from .template_result import TemplateResult
 from .tiling import TemplateTiler, _Stage
 
@@ -30,6 +31,7 @@ def tile_templates(
     the search forks there instead of starting again. Results come in input order.
     """
     out: list[TemplateResult | None] = [None] * len(tilers)
+    fronts: dict = {}  # bottom-up fronts of template suffixes, shared between templates
 
     def descend(group: list[int], j: int, stages: list[_Stage]) -> None:
         first = tilers[group[0]]
@@ -39,6 +41,21 @@ def tile_templates(
                 if progress:
                     progress(1)
             return
+        rest = []
+        for i in group:  # fused templates whose suffix is searched bottom-up end here
+            tiler = tilers[i]
+            if tiler.p_max == j and SuffixSearch.applies(tiler):
+                more = tiler.suffix_stages(stages[-1] if stages else None, fronts)
+                if counts is not None:
+                    counts.stages += 1
+                    counts.evaluated += more[0].evaluated
+                    counts.valid += more[0].valid
+                out[i] = tiler.finish(stages + more)
+                if progress:
+                    progress(1)
+            else:
+                rest.append(i)
+        group = rest
         forks: dict[tuple, list[int]] = {}
         for i in group:
             forks.setdefault(tilers[i].stage_key(j), []).append(i)

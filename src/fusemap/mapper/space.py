@@ -50,13 +50,21 @@ class MapperConfig:
     """Only for rank variables of at most this bound (the state space grows with it)."""
     fusion: bool = False
     """Let shared tensors be backed below the top memory (fusion); off for ``--einsum``."""
+    fused_loops_once: bool = True
+    """Above fused nodes, at most one loop per rank variable: shared tensors are tiled
+    once (any order, any tile shape). Off, the fused prefix may split a variable over
+    several loops, a much larger space (each split multiplies the compatibilities)."""
 
 
 def config_from_spec(spec) -> MapperConfig:
     """The knobs given under the spec's ``mapper:`` key (others keep their defaults)."""
     extra = dict(getattr(spec.mapper, "model_extra", None) or {})
     out = {}
-    for key, kind in (("imperfect", bool), ("imperfect_max_bound", int)):
+    for key, kind in (
+        ("imperfect", bool),
+        ("imperfect_max_bound", int),
+        ("fused_loops_once", bool),
+    ):
         if key in extra:
             value = extra[key]
             if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):

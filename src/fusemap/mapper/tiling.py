@@ -81,6 +81,7 @@ class TemplateTiler:
     ):
         self.t, self.info, self.flat, self.scale, self.bits = template, info, flat, scale, bits
         self.fusion = config.fusion
+        self.once = config.fused_loops_once
         self.reservations_are_objectives = reservations_are_objectives
         # Fusion: memories where another Einsum's reservations may be live at the same
         # time; their reservations are objectives, split by loop depth.
@@ -163,11 +164,21 @@ class TemplateTiler:
                     self.depth_cols[c.name] = np.array(cols, dtype=np.int64)
                     self.shared_cols[c.name] = self.layout.add("shared:" + c.name)
         self.width = len(self.layout.names)
-        # Pruning compares energy and reservations, and latency counts only when wanted.
+        # Pruning compares energy, the reservations this template can make, and latency
+        # counts only when wanted.
+        written = {0, *self.res_cols.values()}
+        for c, cols in self.depth_cols.items():
+            if any(
+                j < self.p_max and h.component == c and j not in self.fused_pos
+                for j, h in enumerate(template.holders)
+            ):
+                written.update(int(k) for k in cols)
+            if any(template.holders[p].component == c for p in self.fused_pos):
+                written.add(self.shared_cols[c])
         self.pareto_cols = [
             k
             for k, name in enumerate(self.layout.names)
-            if self.want_latency or not name.startswith(("lat:", "calls:"))
+            if (self.want_latency and name.startswith(("lat:", "calls:"))) or k in written
         ]
 
     def _used(self) -> dict[tuple[str, str], int]:
@@ -238,6 +249,7 @@ class TemplateTiler:
             self.reservations_are_objectives,
             tuple(self.fused_pos),
             self.prune,
+            self.once,
             tuple(sorted(self.join_memories)),
         )
 
@@ -284,6 +296,9 @@ class TemplateTiler:
                 continue
             cur, par = self._expand_one(cur, k)
             origin, cost = origin[par], cost[par]
+            if in_prefix and self.once:  # one loop per rank variable above fused nodes
+                once = (cur[:, k] == sizes[origin, k]) | (sizes[origin, k] == self.bounds[k])
+                cur, origin, cost = cur[once], origin[once], cost[once]
             evaluated += len(cur)
             cols = list(range(len(self.vars))) if in_prefix else keep_here
             ids = seq[origin] if self.fusion else None
@@ -324,6 +339,32 @@ class TemplateTiler:
             below[keep], cost[keep], mids[keep], origin[keep], max(evaluated, len(sizes)),
             int(fits.sum()), new_seq[keep], new_depth[keep],
         )  # fmt: skip
+
+    def suffix_stages(self, prev: _Stage | None, cache: dict) -> list[_Stage]:
+        """The stages from the deepest fused node down, searched bottom-up (see
+        :mod:`fusemap.mapper.suffix`) and met with the prefix rows ``prev``."""
+        from .suffix import SuffixSearch
+
+        search = SuffixSearch(self, cache)
+        if prev is None:
+            sizes, crit = self.bounds[None, :].copy(), np.zeros((1, self.width))
+            seq, depth = np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64)
+        else:
+            sizes, crit, seq, depth = prev.sizes, prev.crit, prev.seq, prev.depth
+            assert seq is not None and depth is not None
+        holder = self.t.holders[self.p_max]
+        token = (("back", holder.tensor, holder.component),)
+        seq = self.interner.extend(seq, [token], np.zeros(len(seq), dtype=np.int64))
+        pre, chain, total, new_seq, new_depth = search.meet(sizes, crit, seq, depth)
+        stages = []
+        for below, mids, parents in search.trail(chain, pre):
+            stages.append(
+                _Stage(below, np.zeros((len(below), 0)), mids, parents, 0, 0, new_seq, new_depth)
+            )
+        stages[-1].crit = total
+        stages[0].evaluated = search.evaluated
+        stages[0].valid = len(total)
+        return stages
 
     def _prune(self, key: np.ndarray, view: np.ndarray) -> np.ndarray:
         if not self.prune:

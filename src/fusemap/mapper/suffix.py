@@ -1,0 +1,237 @@
+"""Below the deepest fused node, search bottom-up: one front per tile shape, not per prefix.
+
+With fusion, the top-down search must keep rows with different fused prefixes apart
+(each is another compatibility), so below the deepest fused node it would repeat the
+same search once per prefix. But what happens below that node depends only on the tile
+shape there. So the nodes below are searched bottom-up, once per template suffix (and
+shared between templates): for every tile shape ``s`` at node ``j``, the Pareto front of
+the costs of nodes ``j..leaf``. Each prefix row then meets the front of its tile shape.
+
+A gap's loops pick, for every rank variable independently, a smaller tile (or none), so
+the front of ``s`` is a union over per-variable choices; it is built one variable at a
+time (a closure along each axis), pruning in between, as the top-down search does. The
+only cost that couples a node's tile with its gap's choice is a lowered reservation
+through a partially relevant variable; templates with one below the fused node keep the
+top-down search (:meth:`SuffixSearch.applies`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .pareto import pareto_mask
+
+
+@dataclass
+class Front:
+    """Per tile shape at a node (``state``), the Pareto-optimal costs of the nodes below."""
+
+    state: np.ndarray  # (R,) encoded tile shape at the node
+    crit: np.ndarray  # (R, W) criteria of this node and everything below
+    mids: np.ndarray  # (R,) encoded sizes after the gap's temporal loops
+    child: np.ndarray  # (R,) row of the next node's front
+
+
+class SuffixSearch:
+    """Bottom-up fronts for one :class:`~fusemap.mapper.tiling.TemplateTiler`."""
+
+    def __init__(self, tiler, cache: dict):
+        self.tiler = tiler
+        self.cache = cache
+        self.n = len(tiler.t.holders)
+        radix = [len(c) for c in tiler.cands]
+        self.strides = np.cumprod([1] + radix[::-1][:-1])[::-1].astype(np.int64)
+        self.radix = np.array(radix, dtype=np.int64)
+        # Per variable: for each candidate index, the candidate indices whose options
+        # (loops one gap may add) include it: the sources of a closure step.
+        self.sources: list[tuple[np.ndarray, np.ndarray]] = []
+        for k, (offsets, values) in enumerate(tiler.options):
+            lists: list[list[int]] = [[] for _ in tiler.cands[k]]
+            for c in range(len(tiler.cands[k])):
+                for v in values[offsets[c] : offsets[c + 1]]:
+                    lists[int(tiler.index_of[k][v])].append(c)
+            off = np.cumsum([0] + [len(x) for x in lists]).astype(np.int64)
+            flat = np.array([c for x in lists for c in x], dtype=np.int64)
+            self.sources.append((off, flat))
+        self.evaluated = 0
+
+    @staticmethod
+    def applies(tiler) -> bool:
+        """Fused templates whose nodes below the deepest fused node cost separably."""
+        if tiler.p_max < 0 or not tiler.prune:
+            return False
+        for j in range(tiler.p_max, len(tiler.t.holders)):
+            h = tiler.t.holders[j]
+            lowered = not h.backing and h.component in tiler.res_cols
+            if lowered and any(tiler.info.relevance(h.tensor, v) == "partial" for v in tiler.vars):
+                return False
+        return True
+
+    # ------------------------------------------------------------ tile shape codes
+    def encode(self, sizes: np.ndarray) -> np.ndarray:
+        """One integer per tile shape (-1 when some size is not a candidate)."""
+        out = np.zeros(len(sizes), dtype=np.int64)
+        bad = np.zeros(len(sizes), dtype=bool)
+        for k, lookup in enumerate(self.tiler.index_of):
+            col = sizes[:, k]
+            inside = col < len(lookup)
+            idx = np.where(inside, lookup[np.minimum(col, len(lookup) - 1)], -1)
+            bad |= idx < 0
+            out += np.maximum(idx, 0) * self.strides[k]
+        out[bad] = -1
+        return out
+
+    def decode(self, state: np.ndarray) -> np.ndarray:
+        """Tile sizes (R, V) of encoded tile shapes."""
+        out = np.empty((len(state), len(self.radix)), dtype=np.int64)
+        for k, c in enumerate(self.tiler.cands):
+            out[:, k] = c[(state // self.strides[k]) % self.radix[k]]
+        return out
+
+    # ------------------------------------------------------------ fronts
+    def front(self, j: int) -> Front:
+        """Fronts of node ``j`` for every tile shape that can reach the leaf."""
+        key = self._key(j)
+        if key not in self.cache:
+            self.cache[key] = self._build(j)
+        return self.cache[key]
+
+    def _key(self, j: int) -> tuple:
+        x = self.tiler
+        t = x.t
+        return (
+            j,
+            t.compute,
+            tuple(t.holders[j:]),
+            tuple(  # what the nodes cost depends on the template above them too
+                (
+                    node.position,
+                    tuple(
+                        (u.component, u.action, u.tensor, u.basis, u.total, u.per_instance)
+                        for u in node.terms
+                    ),
+                )
+                for node in x.nodes
+                if node.position >= j
+            ),
+            tuple(s for s in t.spatial if s.slot > j),
+            tuple(sorted(b for b in t.blocked if b[0] >= j)),
+            tuple(sorted(x.res_cols)),
+            tuple(sorted(x.depth_cols)),
+            tuple(x.pareto_cols),
+            tuple(x.layout.names),
+            tuple(x.imperfect),
+            j == x.p_max,
+        )
+
+    def _build(self, j: int) -> Front:
+        x = self.tiler
+        width = x.width
+        if j == self.n:  # the compute leaf: tile shape 1 everywhere (its costs: finish)
+            ones = np.ones((1, len(x.vars)), dtype=np.int64)
+            none = np.full(1, -1, dtype=np.int64)
+            return Front(self.encode(ones), np.zeros((1, width)), none, none)
+        below = self.front(j + 1)
+        # Sizes after this gap's temporal loops, from the next node's tile shapes.
+        mids = self.decode(below.state)
+        for s in x.t.spatial:
+            if s.slot == j + 1:
+                mids[:, x.vars.index(s.var)] *= s.trips
+        mstate = self.encode(mids)
+        ok = mstate >= 0
+        crit, mids, mstate = below.crit[ok].copy(), mids[ok], mstate[ok]
+        child = np.flatnonzero(ok)
+        holder = x.t.holders[j]
+        if not holder.backing and holder.component in x.res_cols:
+            m = {v: mids[:, k] for k, v in enumerate(x.vars)}
+            x._add_reservation(j, holder, m, m, crit, np.zeros(len(crit), dtype=np.int64))
+        state = mstate
+        keep = self._fit_and_prune(state, crit)
+        state, crit, mstate, child = state[keep], crit[keep], mstate[keep], child[keep]
+        for k, v in enumerate(x.vars):
+            if (j, v) in x.t.blocked or not x._useful(j, v):
+                continue
+            state, rows = self._close(state, k)
+            crit, mstate, child = crit[rows], mstate[rows], child[rows]
+            keep = self._fit_and_prune(state, crit)
+            state, crit, mstate, child = state[keep], crit[keep], mstate[keep], child[keep]
+        here = self.decode(state)
+        h = {v: here[:, k] for k, v in enumerate(x.vars)}
+        for node in x.nodes:
+            if node.position == j:
+                x._node_costs(node, h, crit)
+        if holder.backing and holder.component in x.res_cols:
+            x._add_reservation(j, holder, h, h, crit, np.zeros(len(crit), dtype=np.int64))
+        keep = self._fit_and_prune(state, crit)
+        return Front(state[keep], crit[keep], mstate[keep], child[keep])
+
+    def _close(self, state: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Every row moved up to each tile of variable ``k`` that may loop down to its
+        own (itself included): (new states, source rows)."""
+        off, flat = self.sources[k]
+        idx = (state // self.strides[k]) % self.radix[k]
+        count = off[idx + 1] - off[idx]
+        rows = np.repeat(np.arange(len(state)), count)
+        within = np.arange(len(rows)) - np.repeat(np.cumsum(count) - count, count)
+        src = flat[np.repeat(off[idx], count) + within]
+        self.evaluated += len(rows)
+        return state[rows] + (src - idx[rows]) * self.strides[k], rows
+
+    def _fit_and_prune(self, state: np.ndarray, crit: np.ndarray) -> np.ndarray:
+        x = self.tiler
+        fits = np.ones(len(state), dtype=bool)
+        for c in x.res_cols:
+            fits &= x._memory_total(crit, c) <= x.comp[c].size * (1 + 1e-9)
+        keep = np.flatnonzero(fits)
+        front = pareto_mask(state[keep], crit[keep][:, x.pareto_cols])
+        out = np.zeros(len(state), dtype=bool)
+        out[keep[front]] = True
+        return out
+
+    # ------------------------------------------------------------ meeting the prefix
+    def meet(self, sizes, crit, seq, depth):
+        """Every prefix row (tile shape ``sizes`` at the deepest fused node) joined with
+        the front of its tile shape, fitted and pruned per fused prefix.
+
+        Returns (prefix row, per-node front rows, criteria, seq) of the survivors; the
+        front rows list one array per node from the fused node down.
+        """
+        x = self.tiler
+        front = self.front(x.p_max)
+        order = np.argsort(front.state, kind="stable")
+        sorted_state = front.state[order]
+        want = self.encode(sizes)
+        lo = np.searchsorted(sorted_state, want, side="left")
+        hi = np.searchsorted(sorted_state, want, side="right")
+        count = np.where(want >= 0, hi - lo, 0)
+        pre = np.repeat(np.arange(len(sizes)), count)
+        within = np.arange(len(pre)) - np.repeat(np.cumsum(count) - count, count)
+        rows = order[np.repeat(lo, count) + within]
+        total = crit[pre] + front.crit[rows]
+        self.evaluated += len(pre)
+        fits = np.ones(len(pre), dtype=bool)
+        for c in x.res_cols:
+            fits &= x._memory_total(total, c) <= x.comp[c].size * (1 + 1e-9)
+        pre, rows, total = pre[fits], rows[fits], total[fits]
+        ones = np.ones((len(pre), len(x.vars)), dtype=np.int64)
+        keep = x._prune(seq[pre], x._pruning_view(self.n, ones, total))
+        pre, rows, total = pre[keep], rows[keep], total[keep]
+        chain = [rows]
+        for k in range(x.p_max, self.n - 1):
+            chain.append(self.front(k).child[chain[-1]])
+        return pre, chain, total, seq[pre], depth[pre]
+
+    def trail(self, chain: list[np.ndarray], pre: np.ndarray) -> list[tuple]:
+        """(sizes below, mids, parents) per node from the fused node down."""
+        out = []
+        parents = pre
+        for k, rows in enumerate(chain):
+            j = self.tiler.p_max + k
+            f = self.front(j)
+            nxt = self.front(j + 1)
+            below = self.decode(nxt.state[f.child[rows]])
+            out.append((below, self.decode(f.mids[rows]), parents))
+            parents = np.arange(len(rows), dtype=np.int64)
+        return out
