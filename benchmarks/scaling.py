@@ -49,6 +49,8 @@ def main() -> None:
         per[n] = total / n
         st = out.statistics
         fused = ",".join(f"{f.tensor}@{f.memory}{list(f.loops) or ''}" for f in out.best.fused)
+        if len(out.best.fused) > 3:
+            fused = f"{len(out.best.fused)} of {n - 1} intermediates"
         print(
             f"{n:>8}{total:>10.2f}{total / n:>10.2f}{st.seconds['pmappings']:>9.2f}"
             f"{st.seconds['join']:>9.2f}{st.distinct_einsums:>10}{peak_mb():>9.0f}"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 
 import pytest
@@ -9,6 +10,7 @@ from typer.testing import CliRunner
 
 from fusemap.cli import app
 from fusemap.examples import example_path
+from fusemap.model.evaluate import evaluate_mapping
 from fusemap.report.render import render, text_tree, to_dot
 from fusemap.spec.spec import load_spec
 
@@ -71,10 +73,17 @@ def test_render_svg_falls_back_to_text_without_dot(tmp_path, monkeypatch) -> Non
     assert "compute T1 on MAC" in result.output  # the text drawing
 
 
-def test_demo_prints_and_draws(tmp_path) -> None:
+def test_demo_maps_prints_and_draws(tmp_path) -> None:
     result = run("demo", "-o", str(tmp_path))
     assert result.exit_code == 0, result.output
     assert "Total energy" in result.output and "Per component" in result.output
+    assert "fused: " in result.output and "pmappings per Einsum" in result.output
     png = tmp_path / "demo_energy.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert any(p.name.startswith("demo_looptree") for p in tmp_path.iterdir())
+    # The mapping it writes scores, with the model, to the energy it reports.
+    reported = json.loads((tmp_path / "demo_result.json").read_text())
+    files = [example_path("arch.yaml"), example_path("transformer_layer.yaml")]
+    spec = load_spec(*files, tmp_path / "demo_mapping.yaml")
+    assert evaluate_mapping(spec).energy == pytest.approx(reported["energy"], rel=1e-9)
+    assert reported["fused"], "the demo layer should fuse some intermediate"

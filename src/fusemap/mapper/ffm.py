@@ -16,7 +16,7 @@ from ..spec.mapping import Mapping
 from ..spec.resolve import WorkloadInfo, resolve_workload
 from ..spec.spec import Spec
 from .assemble import assemble
-from .join import Joined, join
+from .join import Bound, Joined, join
 from .pmappings import PmappingTable, generate_pmappings
 from .prefix import Compatibility
 from .signature import einsum_signature, tensor_renaming, variable_renaming
@@ -64,6 +64,8 @@ class MapStatistics:
     groups: list[int] = field(default_factory=list)  # per join step (best order)
     joined: list[int] = field(default_factory=list)  # combinations formed per step
     kept: list[int] = field(default_factory=list)  # kept after capacity and pruning
+    bounded: list[int] = field(default_factory=list)  # dropped by the dirty join's bound
+    dirty_bound: float | None = None  # objective of the dirty join's mapping
     seconds: dict[str, float] = field(default_factory=dict)  # per phase
 
     def as_dict(self) -> dict:
@@ -96,12 +98,14 @@ def map_workload(
     jobs: int = 1,
     progress: Progress | None = None,
     max_orders: int = 720,
+    epsilon: float = 0.2,
 ) -> MapOutcome:
     """The optimal fused mapping(s) of the spec's whole workload.
 
     ``orders``: ``given`` (the workload's Einsum order) or ``all`` (every order that
     respects the data dependencies, up to ``max_orders``). ``jobs``: worker processes
-    for pmapping generation (results do not depend on it).
+    for pmapping generation (results do not depend on it). ``epsilon``: of the dirty
+    join whose result bounds the exact one (0: exact join only; the result is the same).
     """
     if objective not in OBJECTIVES:
         raise FusemapError(f"unknown objective '{objective}' (use {', '.join(OBJECTIVES)})")
@@ -124,9 +128,24 @@ def map_workload(
     order_list = _orders(wl, orders, max_orders)
     stats.orders = len(order_list)
     t = time.perf_counter()
+    bound = math.inf
+    if epsilon > 0 and objective != "pareto":
+        # Dirty join (FFM 6.3): a valid, near-optimal mapping, whose objective bounds
+        # the clean join below (which is exact).
+        for k, order in enumerate(order_list):
+            dirty = join(order, tables, wl, arch, _join_objective(objective), memories,
+                         epsilon=epsilon)  # fmt: skip
+            for _, r in _pick([dirty], objective):
+                bound = min(bound, _objective_value(dirty, r, objective))
+            if progress:
+                progress("dirty join", k + 1, len(order_list))
+        stats.dirty_bound = bound if math.isfinite(bound) else None
+        stats.seconds["dirty join"] = time.perf_counter() - t
+        t = time.perf_counter()
     joins: list[Joined] = []
     for k, order in enumerate(order_list):
-        joins.append(join(order, tables, wl, arch, _join_objective(objective), memories))
+        cut = Bound.of(objective, bound, order, tables) if math.isfinite(bound) else None
+        joins.append(join(order, tables, wl, arch, _join_objective(objective), memories, bound=cut))
         if progress:
             progress("join", k + 1, len(order_list))
     stats.seconds["join"] = time.perf_counter() - t
@@ -141,6 +160,7 @@ def map_workload(
     stats.groups = best_join.stats.groups
     stats.joined = best_join.stats.rows_joined
     stats.kept = best_join.stats.rows_kept
+    stats.bounded = best_join.stats.rows_bounded
     top = top_memory(arch, wl.einsums[0].name)
     mapped = [_materialize(j, row, tables, wl, arch, spec, top) for j, row in picked]
     stats.seconds["assemble"] = time.perf_counter() - t
@@ -150,6 +170,11 @@ def map_workload(
 
 def _join_objective(objective: str) -> str:
     return "pareto" if objective in ("edp", "pareto") else objective
+
+
+def _objective_value(j: Joined, row: int, objective: str) -> float:
+    e, lat = float(j.energy[row]), float(j.latency[row])
+    return {"energy": e, "latency": lat}.get(objective, e * lat)
 
 
 def _pick(joins: list[Joined], objective: str) -> list[tuple[Joined, int]]:

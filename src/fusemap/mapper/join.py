@@ -59,6 +59,13 @@ class _Group:
     S: dict[str, np.ndarray]  # memory -> (R, b) live sums per open level 1..b
     C: dict[str, np.ndarray]  # memory -> (R, b+1) closed peaks per level 0..b
 
+    def take(self, keep: np.ndarray) -> _Group:
+        """The rows ``keep``."""
+        return _Group(
+            self.energy[keep], self.latency[keep], self.picks[keep],
+            {m: v[keep] for m, v in self.S.items()}, {m: v[keep] for m, v in self.C.items()},
+        )  # fmt: skip
+
 
 @dataclass
 class JoinStats:
@@ -68,6 +75,7 @@ class JoinStats:
     rows_joined: list[int] = field(default_factory=list)  # combinations formed
     rows_kept: list[int] = field(default_factory=list)  # after capacity and pruning
     group_pairs: list[int] = field(default_factory=list)  # compatible group pairs tried
+    rows_bounded: list[int] = field(default_factory=list)  # dropped by the bound
 
 
 @dataclass
@@ -88,11 +96,17 @@ def join(
     arch: ArchEvaluator,
     objective: str,
     memories: dict[str, float],
+    *,
+    epsilon: float = 0.0,
+    bound: Bound | None = None,
 ) -> Joined:
     """Join the tables along ``order``; keep what the objective needs.
 
     ``memories``: the bounded memories whose reservations can overlap between Einsums,
-    with their sizes.
+    with their sizes. ``epsilon`` > 0 makes the *dirty* join of FFM §6.3: pruning keeps
+    one row per (1+epsilon)-box of objectives and reservations, so what it returns is
+    valid but only near-optimal. ``bound`` (the *clean* pass) drops partial mappings
+    that cannot beat a known mapping even with the best rows of every later Einsum.
     """
     accessors = {t: [i for i, e in enumerate(order) if t in workload.einsum(e).tensors]
                  for t in workload.tensors}  # fmt: skip
@@ -123,7 +137,11 @@ def join(
                     continue
                 nkey = _live_key(live, p.compat, j, accessors)
                 out.setdefault(nkey, []).append(new)
-        groups = {k: _prune(_concat(v), objective) for k, v in out.items()}
+        groups = {k: _prune(_concat(v), objective, epsilon) for k, v in out.items()}
+        if bound is not None:
+            before = sum(len(g.energy) for g in groups.values())
+            groups = {k: g for k, g in ((k, bound.keep(g, j)) for k, g in groups.items()) if g}
+            stats.rows_bounded.append(before - sum(len(g.energy) for g in groups.values()))
         stats.groups.append(len(groups))
         stats.group_pairs.append(pairs)
         stats.rows_joined.append(joined_rows)
@@ -261,9 +279,10 @@ def _concat(groups: list[_Group]) -> _Group:
     )
 
 
-def _prune(g: _Group, objective: str) -> _Group:
+def _prune(g: _Group, objective: str, epsilon: float = 0.0) -> _Group:
     """Pareto-optimal partial mappings of one group (objectives and open reservations;
-    ``C[0]`` is left out: the future only takes a maximum with it)."""
+    ``C[0]`` is left out: the future only takes a maximum with it). With ``epsilon``,
+    criteria are first rounded up to powers of ``1 + epsilon`` (ε-pruning)."""
     cols = []
     if objective in ("energy", "edp", "pareto"):
         cols.append(g.energy[:, None])
@@ -272,8 +291,37 @@ def _prune(g: _Group, objective: str) -> _Group:
     for m in sorted(g.S):
         cols += [g.S[m], g.C[m][:, 1:]]
     crit = np.concatenate(cols, axis=1)
+    if epsilon > 0:
+        with np.errstate(divide="ignore"):
+            crit = np.where(crit > 0, np.ceil(np.log(crit) / np.log1p(epsilon)), -np.inf)
     keep = pareto_mask(np.zeros(len(crit), dtype=np.int64), crit)
-    return _Group(
-        g.energy[keep], g.latency[keep], g.picks[keep], {m: v[keep] for m, v in g.S.items()},
-        {m: v[keep] for m, v in g.C.items()},
-    )  # fmt: skip
+    return g.take(keep)
+
+
+@dataclass
+class Bound:
+    """The clean pass's cut: a partial mapping whose objective, completed with the best
+    row of every later Einsum, is worse than ``best`` (a mapping already found) cannot
+    be part of an optimum."""
+
+    objective: str  # energy | latency | edp
+    best: float
+    rest_energy: np.ndarray  # [j]: least energy of Einsums j+1.. of the order
+    rest_latency: np.ndarray
+
+    @classmethod
+    def of(cls, objective, best, order, tables) -> Bound:
+        """The bound for ``order``, knowing a mapping of objective value ``best``."""
+        e = [float(tables[n].energy.min()) for n in order] + [0.0]
+        lat = [float(tables[n].latency.min()) for n in order] + [0.0]
+        rest_e = np.cumsum(e[::-1])[::-1][1:]
+        rest_l = np.cumsum(lat[::-1])[::-1][1:]
+        return cls(objective, best, rest_e, rest_l)
+
+    def keep(self, g: _Group, j: int) -> _Group | None:
+        """The rows of ``g`` (after Einsum ``j``) that may still reach the optimum."""
+        energy = g.energy + self.rest_energy[j]
+        latency = g.latency + self.rest_latency[j]
+        value = {"energy": energy, "latency": latency}.get(self.objective, energy * latency)
+        keep = value <= self.best * (1 + 1e-9)
+        return g.take(keep) if keep.any() else None
