@@ -51,6 +51,120 @@ def _fronts(groups: np.ndarray, crit: np.ndarray, n_groups: int) -> np.ndarray:
     return keep
 
 
+@numba.njit(cache=True)
+def _staircase_fronts(order: np.ndarray, groups: np.ndarray, crit: np.ndarray) -> np.ndarray:
+    """Three criteria or fewer: visit rows by group, then lexicographically, so a row can
+    only be dominated by an earlier one, which is the case iff the 2-D staircase of the
+    earlier rows' last two criteria has a point below-left of it. O(n log front)."""
+    n = len(order)
+    keep = np.zeros(n, dtype=np.bool_)
+    st1 = np.empty(n)
+    st2 = np.empty(n)  # st1 increasing, st2 strictly decreasing
+    size = 0
+    prev = -1
+    for t in range(n):
+        i = order[t]
+        if groups[i] != prev:
+            prev = groups[i]
+            size = 0
+        a = crit[i, 1]
+        b = crit[i, 2]
+        lo = 0
+        hi = size
+        while lo < hi:  # first point with st1 > a
+            mid = (lo + hi) // 2
+            if st1[mid] <= a:
+                lo = mid + 1
+            else:
+                hi = mid
+        if lo > 0 and st2[lo - 1] <= b:
+            continue
+        keep[i] = True
+        start = lo - 1 if lo > 0 and st1[lo - 1] == a else lo
+        end = lo
+        while end < size and st2[end] >= b:
+            end += 1
+        removed = end - start
+        if removed == 0:  # open a slot at ``start``
+            for q in range(size, start, -1):
+                st1[q] = st1[q - 1]
+                st2[q] = st2[q - 1]
+            size += 1
+        elif removed > 1:  # close the gap after ``start``
+            for q in range(end, size):
+                st1[q - removed + 1] = st1[q]
+                st2[q - removed + 1] = st2[q]
+            size -= removed - 1
+        st1[start] = a
+        st2[start] = b
+    return keep
+
+
+@numba.njit(cache=True)
+def _before(groups: np.ndarray, crit: np.ndarray, i: int, j: int) -> bool:
+    """Row ``i`` comes before row ``j``: by group, then criteria, then input order."""
+    if groups[i] != groups[j]:
+        return groups[i] < groups[j]
+    for c in range(crit.shape[1]):
+        if crit[i, c] != crit[j, c]:
+            return crit[i, c] < crit[j, c]
+    return i < j
+
+
+@numba.njit(cache=True)
+def _lex_order(groups: np.ndarray, crit: np.ndarray, n_groups: int) -> np.ndarray:
+    """Row order by (group, criteria..., row): a stable sort on the first criterion, a
+    stable counting sort on the group, then a full sort of the (short) runs of equal
+    group and first criterion (np.lexsort is several times slower on float keys)."""
+    n = len(groups)
+    by_first = np.argsort(crit[:, 0], kind="mergesort")
+    start = np.zeros(n_groups + 1, dtype=np.int64)
+    for i in range(n):
+        start[groups[i] + 1] += 1
+    for g in range(n_groups):
+        start[g + 1] += start[g]
+    order = np.empty(n, dtype=np.int64)
+    for i in by_first:
+        order[start[groups[i]]] = i
+        start[groups[i]] += 1
+    run = 0
+    for k in range(1, n + 1):
+        if (
+            k == n
+            or groups[order[k]] != groups[order[run]]
+            or (crit[order[k], 0] != crit[order[run], 0])
+        ):
+            if k - run > 1:
+                _merge_sort(order, run, k, groups, crit)
+            run = k
+    return order
+
+
+@numba.njit(cache=True)
+def _merge_sort(order: np.ndarray, lo: int, hi: int, groups: np.ndarray, crit: np.ndarray):
+    """Sort ``order[lo:hi]`` by :func:`_before` (bottom-up merge sort)."""
+    a = order[lo:hi].copy()
+    b = np.empty_like(a)
+    n = len(a)
+    width = 1
+    while width < n:
+        for start in range(0, n, 2 * width):
+            mid = min(start + width, n)
+            end = min(start + 2 * width, n)
+            i, j, k = start, mid, start
+            while k < end:
+                if j >= end or (i < mid and not _before(groups, crit, a[j], a[i])):
+                    b[k] = a[i]
+                    i += 1
+                else:
+                    b[k] = a[j]
+                    j += 1
+                k += 1
+        a, b = b, a
+        width *= 2
+    order[lo:hi] = a
+
+
 def pareto_mask(groups: np.ndarray, criteria: np.ndarray) -> np.ndarray:
     """Boolean mask of the rows on the Pareto front of their group."""
     n = len(groups)
@@ -58,7 +172,9 @@ def pareto_mask(groups: np.ndarray, criteria: np.ndarray) -> np.ndarray:
         return np.zeros(0, dtype=bool)
     crit = np.asarray(criteria, dtype=np.float64).reshape(n, -1)
     if crit.shape[1] > 1:  # a criterion equal in every row decides nothing
-        crit = crit[:, (crit != crit[0]).any(axis=0)]
+        varying = crit.min(axis=0) != crit.max(axis=0)
+        if not varying.all():
+            crit = crit[:, varying]
     crit = np.ascontiguousarray(crit)
     groups = np.asarray(groups, dtype=np.int64)
     top = int(groups.max()) + 1 if n else 0
@@ -66,4 +182,8 @@ def pareto_mask(groups: np.ndarray, criteria: np.ndarray) -> np.ndarray:
         _, groups = np.unique(groups, return_inverse=True)
         groups = groups.ravel().astype(np.int64)
         top = int(groups.max()) + 1
+    if crit.shape[1] <= 3:
+        crit = np.concatenate([crit, np.zeros((n, 3 - crit.shape[1]))], axis=1)
+        order = _lex_order(groups, crit, top)
+        return _staircase_fronts(order, groups, crit)
     return _fronts(groups, crit, top)
