@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .suffix import SuffixSearch
+from .suffix import SuffixSearch, stages_below_fused_node
 from .template_result import TemplateResult
 from .tiling import TemplateTiler, _Stage
 
@@ -45,7 +45,7 @@ def tile_templates(
         for i in group:  # fused templates whose suffix is searched bottom-up end here
             tiler = tilers[i]
             if tiler.p_max == j and SuffixSearch.applies(tiler):
-                more = tiler.suffix_stages(stages[-1] if stages else None, fronts)
+                more = stages_below_fused_node(tiler, stages[-1] if stages else None, fronts)
                 if counts is not None:
                     counts.stages += 1
                     counts.evaluated += more[0].evaluated

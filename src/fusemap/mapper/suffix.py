@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .pareto import pareto_mask
+from .tiling import TemplateTiler, _Stage
 
 
 @dataclass
@@ -235,3 +236,27 @@ class SuffixSearch:
             out.append((below, self.decode(f.mids[rows]), parents))
             parents = np.arange(len(rows), dtype=np.int64)
         return out
+
+
+def stages_below_fused_node(tiler: TemplateTiler, prev: _Stage | None, cache: dict) -> list[_Stage]:
+    """The stages from the deepest fused node down, searched bottom-up and met with the
+    prefix rows ``prev`` (what :meth:`TemplateTiler.stage` would give, much faster)."""
+    search = SuffixSearch(tiler, cache)
+    if prev is None:
+        sizes, crit = tiler.bounds[None, :].copy(), np.zeros((1, tiler.width))
+        seq, depth = np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64)
+    else:
+        sizes, crit, seq, depth = prev.sizes, prev.crit, prev.seq, prev.depth
+        assert seq is not None and depth is not None
+    holder = tiler.t.holders[tiler.p_max]
+    token = (("back", holder.tensor, holder.component),)
+    seq = tiler.interner.extend(seq, [token], np.zeros(len(seq), dtype=np.int64))
+    pre, chain, total, new_seq, new_depth = search.meet(sizes, crit, seq, depth)
+    stages = []
+    for below, mids, parents in search.trail(chain, pre):
+        empty = np.zeros((len(below), 0))
+        stages.append(_Stage(below, empty, mids, parents, 0, 0, new_seq, new_depth))
+    stages[-1].crit = total
+    stages[0].evaluated = search.evaluated
+    stages[0].valid = len(total)
+    return stages

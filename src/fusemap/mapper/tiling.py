@@ -340,32 +340,6 @@ class TemplateTiler:
             int(fits.sum()), new_seq[keep], new_depth[keep],
         )  # fmt: skip
 
-    def suffix_stages(self, prev: _Stage | None, cache: dict) -> list[_Stage]:
-        """The stages from the deepest fused node down, searched bottom-up (see
-        :mod:`fusemap.mapper.suffix`) and met with the prefix rows ``prev``."""
-        from .suffix import SuffixSearch
-
-        search = SuffixSearch(self, cache)
-        if prev is None:
-            sizes, crit = self.bounds[None, :].copy(), np.zeros((1, self.width))
-            seq, depth = np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64)
-        else:
-            sizes, crit, seq, depth = prev.sizes, prev.crit, prev.seq, prev.depth
-            assert seq is not None and depth is not None
-        holder = self.t.holders[self.p_max]
-        token = (("back", holder.tensor, holder.component),)
-        seq = self.interner.extend(seq, [token], np.zeros(len(seq), dtype=np.int64))
-        pre, chain, total, new_seq, new_depth = search.meet(sizes, crit, seq, depth)
-        stages = []
-        for below, mids, parents in search.trail(chain, pre):
-            stages.append(
-                _Stage(below, np.zeros((len(below), 0)), mids, parents, 0, 0, new_seq, new_depth)
-            )
-        stages[-1].crit = total
-        stages[0].evaluated = search.evaluated
-        stages[0].valid = len(total)
-        return stages
-
     def _prune(self, key: np.ndarray, view: np.ndarray) -> np.ndarray:
         if not self.prune:
             return np.ones(len(key), dtype=bool)
