@@ -242,12 +242,7 @@ def stages_below_fused_node(tiler: TemplateTiler, prev: _Stage | None, cache: di
     """The stages from the deepest fused node down, searched bottom-up and met with the
     prefix rows ``prev`` (what :meth:`TemplateTiler.stage` would give, much faster)."""
     search = SuffixSearch(tiler, cache)
-    if prev is None:
-        sizes, crit = tiler.bounds[None, :].copy(), np.zeros((1, tiler.width))
-        seq, depth = np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64)
-    else:
-        sizes, crit, seq, depth = prev.sizes, prev.crit, prev.seq, prev.depth
-        assert seq is not None and depth is not None
+    sizes, crit, seq, depth = tiler.rows_above(prev)
     holder = tiler.t.holders[tiler.p_max]
     token = (("back", holder.tensor, holder.component),)
     seq = tiler.interner.extend(seq, [token], np.zeros(len(seq), dtype=np.int64))

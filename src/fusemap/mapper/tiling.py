@@ -262,12 +262,7 @@ class TemplateTiler:
         Pareto-optimal ones go on.
         """
         t = self.t
-        if prev is None:
-            sizes, crit = self.bounds[None, :].copy(), np.zeros((1, self.width))
-            seq, depth = np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64)
-        else:
-            sizes, crit, seq, depth = prev.sizes, prev.crit, prev.seq, prev.depth
-            assert seq is not None and depth is not None
+        sizes, crit, seq, depth = self.rows_above(prev)
         holder = t.holders[j]
         tracked = holder.component in self.res_cols
         if j in self.fused_pos:
@@ -339,6 +334,15 @@ class TemplateTiler:
             below[keep], cost[keep], mids[keep], origin[keep], max(evaluated, len(sizes)),
             int(fits.sum()), new_seq[keep], new_depth[keep],
         )  # fmt: skip
+
+    def rows_above(self, prev: _Stage | None):
+        """(sizes, criteria, fused prefix, depth) of the rows entering the next node:
+        the previous stage's, or the root row (whole ranks, nothing spent)."""
+        if prev is None:
+            sizes, crit = self.bounds[None, :].copy(), np.zeros((1, self.width))
+            return sizes, crit, np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64)
+        assert prev.seq is not None and prev.depth is not None
+        return prev.sizes, prev.crit, prev.seq, prev.depth
 
     def _prune(self, key: np.ndarray, view: np.ndarray) -> np.ndarray:
         if not self.prune:
