@@ -12,6 +12,9 @@ from .base import Expr, PathValueError, SpecModel, sequence_of
 _RANK = re.compile(r"^[A-Z][A-Za-z0-9_]*$")
 _VAR = re.compile(r"^[a-z][A-Za-z0-9_]*$")
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+MAP_OPERATORS = ("multiply", "add", "subtract", "max", "divide", "exp_difference", "copy")
+"""Built-in map operators of extended Einsums (others are custom names)."""
+REDUCE_OPERATORS = ("add", "max", "none")
 
 
 class TensorAccess(SpecModel):
@@ -89,6 +92,10 @@ class Einsum(SpecModel):
     """A copy: one input moved to the output's location, no computes."""
     n_instances: Expr = 1
     """How many times this Einsum runs (scales its metrics)."""
+    map_operator: str = "multiply"
+    """Extended Einsums: operator combining the inputs at each point (see MAP_OPERATORS)."""
+    reduce_operator: str = "add"
+    """Extended Einsums: how points mapping to one output are combined (add, max, none)."""
 
     _field_renames = field_validator("renames", mode="before")(lambda cls, v: _rename_list(v))
 
@@ -148,6 +155,16 @@ class Einsum(SpecModel):
                             f"in {t.name}[{rank}: {expr}]",
                             where,
                         )
+        if self.reduce_operator not in REDUCE_OPERATORS:
+            raise PathValueError(
+                f"reduce_operator must be one of {', '.join(REDUCE_OPERATORS)}, "
+                f"got '{self.reduce_operator}'",
+                ("reduce_operator",),
+            )
+        if not _IDENT.fullmatch(self.map_operator):
+            raise PathValueError(
+                f"map_operator must be a name, got '{self.map_operator}'", ("map_operator",)
+            )
         if self.is_copy_operation:
             inputs = [t for t in self.tensor_accesses if not t.output]
             if len(inputs) != 1:
