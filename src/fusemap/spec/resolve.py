@@ -7,6 +7,7 @@ plain typed objects that the model and the mapper use without touching YAML agai
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -198,6 +199,8 @@ def _number(value: Any, what: str, where: Location | None = None) -> float:
     return int(value) if float(value).is_integer() else value
 
 
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
 _MAX_BITS = 1023
 """Integers must fit a float: the model computes with floats."""
 
@@ -214,18 +217,17 @@ def _with_key(where: Location, key: str) -> Location:
 def _affine(text: Any, variables: Mapping[str, Any], where: Location) -> Affine:
     """An index expression; uppercase names are constants (variables and rank sizes)."""
     consts = {k: v for k, v in variables.items() if isinstance(v, (int, float))}
-    try:
-        expr = parse_affine(text if isinstance(text, int) else str(text), consts)
-    except FusemapError as err:
-        raise err.located(where) from None
-    for var in expr.variables:
-        if not var[:1].islower():
+    for name in _IDENT.findall(str(text)):
+        if not name[:1].islower() and name not in consts:
             raise SpecError(
-                f"unknown name '{var}' in index expression '{text}' (uppercase names must "
+                f"unknown name '{name}' in index expression '{text}' (uppercase names must "
                 "be rank sizes or variables)",
                 where,
             )
-    return expr
+    try:
+        return parse_affine(text if isinstance(text, int) else str(text), consts)
+    except FusemapError as err:
+        raise err.located(where) from None
 
 
 def _einsum_bounds(

@@ -140,9 +140,8 @@ class Einsum(SpecModel):
         for var, spec in value.items():
             if isinstance(spec, dict):
                 if set(spec) - {"initial"}:
-                    raise PathValueError(
-                        f"iterative.{var}: only 'initial' may be given", (str(var),)
-                    )
+                    extra = ", ".join(map(str, set(spec) - {"initial"}))
+                    raise PathValueError(f"only 'initial' may be given, got {extra}", (str(var),))
                 spec = spec.get("initial", 0)
             out[str(var)] = spec
         return out
