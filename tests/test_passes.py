@@ -84,3 +84,8 @@ def test_rank_components_follow_the_affine_split():
     # Over M0 alone, the chunk max LM is a full reduction: SLN waits for a whole chunk.
     assert a.passes == 3 and "LM" in a.barriers
     assert a.stages["SLN"] == 2 and a.live["SLN"].fiber_elements == 256
+
+
+def test_passes_help(monkeypatch, capsys):
+    code, text = run_cli(["passes", "--help"], monkeypatch, capsys)
+    assert code == 0 and "--rank" in text and "--json" in text
