@@ -385,6 +385,9 @@ def _combine_fused(
     cols = [energy[:, None]] + ([latency[:, None]] if objective != "energy" else [])
     cols += [buckets[m] for m in memories]
     crit = np.concatenate(cols, axis=1)
+    # Rows that fuse nothing (empty prefix) run alone: each fits by itself, and no other
+    # Einsum's reservation is live beside theirs, so their reservations decide nothing.
+    crit[seq == 0, 1 + (objective != "energy") :] = 0.0
     keep = pareto_mask(seq, crit) if prune else np.ones(len(seq), dtype=bool)
     fusion = FusionColumns(seq, buckets, interner, shared, top).take(keep)
     return _kept(einsum, results, (tmpl, row, energy, latency, res), keep, fusion)

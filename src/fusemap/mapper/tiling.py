@@ -416,14 +416,16 @@ class TemplateTiler:
         In capacity mode (``reservations_are_objectives`` false), a row whose memory
         cannot overflow whatever the nodes below choose (their tiles are at most the
         current ones) is feasible for every future: its reservation there is irrelevant.
+        That holds in a memory the join shares too when the template fuses nothing: no
+        other Einsum's reservation is live while an unfused Einsum runs.
         """
         view = crit[:, self.pareto_cols].copy()
         if self.reservations_are_objectives or not self.res_cols:
             return view
         sizes = {v: below[:, k] for k, v in enumerate(self.vars)}
         for c, col in self.res_cols.items():
-            if c in self.depth_cols:
-                continue  # shared with other Einsums: always an objective
+            if c in self.depth_cols and self.p_max >= 0:
+                continue  # live beside another Einsum's tiles: always an objective
             worst = crit[:, col]
             for h in self.t.holders[first:]:
                 if h.component == c:
