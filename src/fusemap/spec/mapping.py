@@ -168,6 +168,10 @@ class Pipeline(Split):
     """Branches whose Einsums may overlap in time."""
 
     type: Literal["Pipeline"] = "Pipeline"
+    overlap: bool = False
+    """fusemap extension: the branches run concurrently and memory traffic overlaps
+    compute, so latency combines per resource (see the README). False (default): the
+    latency is summed per Einsum, as the reference tool does."""
 
 
 MappingTreeNode = Annotated[
