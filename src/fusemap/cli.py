@@ -1,4 +1,4 @@
-"""The ``fusemap`` command line: check, render, evaluate, map, demo.
+"""The ``fusemap`` command line: check, render, evaluate, map, passes, demo.
 
 Every user error prints one line (``file:line: key: message``) and exits with status 2;
 ``--debug`` shows the traceback instead.
@@ -193,6 +193,32 @@ def map_(
     map_whole(
         spec, objective, orders=orders, jobs=jobs, out=out, json_out=json_out, echo=typer.echo
     )
+
+
+@app.command()
+def passes(
+    workload: SpecFile,
+    rank: Annotated[
+        str, typer.Option("--rank", help="Rank to count passes over, e.g. M (or K).")
+    ] = "M",
+    define: Defines = None,
+    json_out: Annotated[
+        Path | None,
+        typer.Option("--json", help='Write {"passes", "stages", "live"} as JSON.'),
+    ] = None,
+) -> None:
+    """Count the passes a cascade makes over a rank, whatever the mapping: the stage of
+    every Einsum and the tensors whose whole fiber must stay live across stages."""
+    import json
+
+    from .analysis.passes import analyze_passes
+    from .report.io import write_atomic
+    from .report.tables import pass_tables, print_group
+
+    result = analyze_passes(_load([workload], define), rank)
+    print_group(pass_tables(result))
+    if json_out:
+        write_atomic(json_out, json.dumps(result.to_json(), indent=2) + "\n")
 
 
 @app.command()

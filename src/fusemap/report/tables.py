@@ -6,6 +6,7 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.tree import Tree
 
+from ..analysis.passes import PassAnalysis
 from ..model.result import Result
 from ..spec import arch as A
 from ..spec.resolve import WorkloadInfo
@@ -139,6 +140,38 @@ def result_tables(result: Result) -> Group:
         ein.add_row(e.name, fmt(e.energy, "J"), fmt(e.latency, "s"), e.bound_by)
     head = f"[bold]Total energy[/bold] {fmt(result.energy, 'J')}   [bold]latency[/bold] {fmt(result.latency, 's')}"
     return Group(comp, ein, head)
+
+
+def pass_tables(analysis: PassAnalysis) -> Group:
+    """Stages of the Einsums and live tensors of a pass analysis."""
+    a = analysis
+    split = f" = {' x '.join(a.components)}" if a.components != (a.rank,) else ""
+    iterative = f", iterative: {', '.join(a.iterative)}" if a.iterative else ""
+    head = f"{a.passes} pass{'es' if a.passes != 1 else ''} over {a.rank}{split}{iterative}"
+    stages = Table(title=head, title_justify="left")
+    for col in ("Einsum", "stage", "sweeps R", "full reduction"):
+        stages.add_column(col)
+    for name, stage in a.stages.items():
+        stages.add_row(
+            name,
+            str(stage),
+            "yes" if name in a.sweeping else "",
+            "yes" if name in a.barriers else "",
+        )
+    live = Table(title="Live across stages (one fiber)", title_justify="left")
+    for col in ("tensor", "stages", "elements", "bytes", "fibers"):
+        live.add_column(col)
+    for t, v in a.live.items():
+        live.add_row(
+            t,
+            ", ".join(map(str, v.stages)),
+            f"{v.fiber_elements:,}",
+            fmt(v.fiber_bytes, "B"),
+            f"{v.fibers:,}",
+        )
+    if not a.live:
+        live.add_row("none", "", "", "", "")
+    return Group(stages, live)
 
 
 def print_group(group: Group) -> None:

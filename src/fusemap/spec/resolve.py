@@ -7,6 +7,7 @@ plain typed objects that the model and the mapper use without touching YAML agai
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -97,6 +98,8 @@ class WorkloadInfo:
     tensors: Mapping[str, TensorInfo]
     n_instances: float
     variables: Mapping[str, Any]
+    rank_sizes: Mapping[str, float] = field(default_factory=dict)
+    """Workload rank sizes (also usable as constants in index expressions)."""
 
     def einsum(self, name: str) -> EinsumInfo:
         """The Einsum called ``name``."""
@@ -150,12 +153,9 @@ def resolve_workload(spec: Spec) -> WorkloadInfo:
     # Bounds of rank variables per Einsum.
     bounds: dict[str, dict[str, int]] = {}
     projections: dict[str, dict[str, dict[str, Affine]]] = {}
+    iterated = wl.iterated_tensors()  # their iterative ranks hold size + 1 values
     for i, e in enumerate(wl.einsums):
         where = spec.locate_einsum(i)
-        projections[e.name] = {
-            t.name: {r: _affine(x, variables, where) for r, x in t.ranks().items()}
-            for t in e.tensor_accesses
-        }
         local = dict(sizes)
         own = evaluate_fields(
             e.rank_sizes,
@@ -164,10 +164,14 @@ def resolve_workload(spec: Spec) -> WorkloadInfo:
         )
         for r, v in own.items():
             local[r] = _number(v, r, spec.locate_einsum(i, "rank_sizes", r))
+        projections[e.name] = {
+            t.name: {r: _affine(x, {**variables, **local}, where) for r, x in t.ranks().items()}
+            for t in e.tensor_accesses
+        }
         bounds[e.name] = _einsum_bounds(
-            e, projections[e.name], local, wl.iteration_space_shape, variables, where
+            e, projections[e.name], local, wl.iteration_space_shape, variables, where, iterated
         )
-    tensors = _tensor_shapes(spec, projections, bounds, sizes)
+    tensors = _tensor_shapes(spec, projections, bounds, sizes, iterated)
     einsums, all_facts = [], []
     for i, e in enumerate(wl.einsums):
         facts = {
@@ -188,7 +192,7 @@ def resolve_workload(spec: Spec) -> WorkloadInfo:
     }
     where = spec.locate("workload", "n_instances")
     n_inst = _number(evaluate(wl.n_instances, base, location=where), "n_instances", where)
-    return WorkloadInfo(tuple(einsums), final, n_inst, variables)
+    return WorkloadInfo(tuple(einsums), final, n_inst, variables, sizes)
 
 
 def _number(value: Any, what: str, where: Location | None = None) -> float:
@@ -205,6 +209,8 @@ def _number(value: Any, what: str, where: Location | None = None) -> float:
     return int(value) if float(value).is_integer() else value
 
 
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
 _MAX_BITS = 1023
 """Integers must fit a float: the model computes with floats."""
 
@@ -219,7 +225,15 @@ def _with_key(where: Location, key: str) -> Location:
 
 
 def _affine(text: Any, variables: Mapping[str, Any], where: Location) -> Affine:
+    """An index expression; uppercase names are constants (variables and rank sizes)."""
     consts = {k: v for k, v in variables.items() if isinstance(v, (int, float))}
+    for name in _IDENT.findall(str(text)):
+        if not name[:1].islower() and name not in consts:
+            raise SpecError(
+                f"unknown name '{name}' in index expression '{text}' (uppercase names must "
+                "be rank sizes or variables)",
+                where,
+            )
     try:
         return parse_affine(text if isinstance(text, int) else str(text), consts)
     except FusemapError as err:
@@ -233,6 +247,7 @@ def _einsum_bounds(
     shapes: Mapping[str, str],
     variables: Mapping[str, Any],
     where: Location,
+    iterated: Mapping[str, set[str]],
 ) -> dict[str, int]:
     consts = {k: v for k, v in variables.items() if isinstance(v, (int, float))}
     rvs = e.rank_variables
@@ -243,10 +258,11 @@ def _einsum_bounds(
                 constraints += parse_constraints(shapes[var], consts)
         for text in e.iteration_space_shape:
             constraints += parse_constraints(text, consts)
-        for ranks in proj.values():
+        for tensor, ranks in proj.items():
             for rank, expr in ranks.items():
                 if rank in sizes and not math.isinf(sizes[rank]):
-                    constraints.append(Constraint(expr, 0, sizes[rank] - 1))
+                    top = sizes[rank] if rank in iterated.get(tensor, ()) else sizes[rank] - 1
+                    constraints.append(Constraint(expr, 0, top))
     except FusemapError as err:
         raise err.located(where) from None
     box = box_bounds(list(rvs), constraints)
@@ -265,7 +281,7 @@ def _einsum_bounds(
     return out
 
 
-def _tensor_shapes(spec: Spec, proj, bounds, sizes) -> dict[str, TensorInfo]:
+def _tensor_shapes(spec: Spec, proj, bounds, sizes, iterated) -> dict[str, TensorInfo]:
     wl = spec.workload
     assert wl is not None
     out: dict[str, TensorInfo] = {}
@@ -281,6 +297,8 @@ def _tensor_shapes(spec: Spec, proj, bounds, sizes) -> dict[str, TensorInfo]:
                 lo, hi = expr.range(box)
                 if r in sizes and not math.isinf(sizes[r]):
                     lo, hi = max(lo, 0), min(hi, sizes[r] - 1)
+                    if r in iterated.get(t.name, ()):  # coordinates 0 .. size, all of them
+                        lo, hi = 0, sizes[r]
                 shape.append(int(max(hi - lo + 1, 1)))
             known = out.get(t.name)
             if known is not None and known.ranks != ranks:

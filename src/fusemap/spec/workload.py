@@ -7,31 +7,32 @@ from typing import Any
 
 from pydantic import Field, field_validator, model_validator
 
+from .affine import parse_affine
 from .base import Expr, PathValueError, SpecModel, sequence_of
+from .concise import parse_concise, parse_concise_full
+from .errors import SpecError
+
+__all__ = ["Einsum", "Operand", "TensorAccess", "Workload", "parse_concise"]
 
 _RANK = re.compile(r"^[A-Z][A-Za-z0-9_]*$")
 _VAR = re.compile(r"^[a-z][A-Za-z0-9_]*$")
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_SYMBOL = re.compile(r"^[A-Z][A-Za-z0-9_]*$")
 MAP_OPERATORS = ("multiply", "add", "subtract", "max", "divide", "exp_difference", "copy")
 """Built-in map operators of extended Einsums (others are custom names)."""
 REDUCE_OPERATORS = ("add", "max", "none")
 
 
-class TensorAccess(SpecModel):
-    """How one Einsum reads or writes one tensor."""
+class Operand(SpecModel):
+    """A tensor read at one index: an operand of an Einsum's map operator."""
 
     name: str
     """Tensor name."""
     projection: list[str | int] | dict[str, str | int] = Field(default_factory=list)
-    """Index expression per rank: a list (rank = upper-cased variable) or {Rank: expr}."""
-    output: bool = False
-    """True if the Einsum writes this tensor."""
-    bits_per_value: Expr | None = None
-    """Bits per value of this tensor (overrides the workload's bits_per_value)."""
-    persistent: bool = False
-    """The tensor must live in its backing storage for the whole workload."""
-    backing_storage_size_scale: Expr = 1
-    """Declared for compatibility; has no effect (as in the reference tool)."""
+    """Index expression per rank: a list (rank = upper-cased variable) or {Rank: expr}.
+
+    Expressions are affine in the rank variables (lowercase); uppercase names are rank
+    sizes or variables used as constants (``{M: m1*M0 + m0}``, ``{M1: M1}``)."""
 
     @field_validator("projection", mode="before")
     @classmethod
@@ -54,6 +55,19 @@ class TensorAccess(SpecModel):
                 )
             out[text.upper()] = text
         return out
+
+
+class TensorAccess(Operand):
+    """How one Einsum reads or writes one tensor."""
+
+    output: bool = False
+    """True if the Einsum writes this tensor."""
+    bits_per_value: Expr | None = None
+    """Bits per value of this tensor (overrides the workload's bits_per_value)."""
+    persistent: bool = False
+    """The tensor must live in its backing storage for the whole workload."""
+    backing_storage_size_scale: Expr = 1
+    """Declared for compatibility; has no effect (as in the reference tool)."""
 
 
 class RenameEntry(SpecModel):
@@ -96,6 +110,14 @@ class Einsum(SpecModel):
     """Extended Einsums: operator combining the inputs at each point (see MAP_OPERATORS)."""
     reduce_operator: str = "add"
     """Extended Einsums: how points mapping to one output are combined (add, max, none)."""
+    operands: list[Operand] = Field(default_factory=list)
+    """Extended Einsums: the map operator's operands in order (default: the inputs).
+
+    The concise form fills it; a tensor may appear twice (``RM[m1]``, ``RM[m1+1]``) or be
+    the output itself (a recurrence)."""
+    iterative: dict[str, Expr] = Field(default_factory=dict)
+    """Iterative rank variables and the output's initial value: ``{m1: -inf}`` makes m1
+    iterative; the output is written at ``m1 + 1`` and holds -inf at coordinate 0."""
 
     _field_renames = field_validator("renames", mode="before")(lambda cls, v: _rename_list(v))
 
@@ -108,6 +130,22 @@ class Einsum(SpecModel):
             return list(value.values())
         return value
 
+    @field_validator("iterative", mode="before")
+    @classmethod
+    def _iterative_initial(cls, value: Any) -> Any:
+        """``{m1: {initial: x}}`` is the long form of ``{m1: x}``."""
+        if not isinstance(value, dict):
+            return value
+        out = {}
+        for var, spec in value.items():
+            if isinstance(spec, dict):
+                if set(spec) - {"initial"}:
+                    extra = ", ".join(map(str, set(spec) - {"initial"}))
+                    raise PathValueError(f"only 'initial' may be given, got {extra}", (str(var),))
+                spec = spec.get("initial", 0)
+            out[str(var)] = spec
+        return out
+
     @model_validator(mode="before")
     @classmethod
     def _concise(cls, value: Any) -> Any:
@@ -115,11 +153,16 @@ class Einsum(SpecModel):
             value = {"einsum": value}
         if isinstance(value, dict) and value.get("einsum") is not None:
             value = dict(value)
-            name, accesses = parse_concise(str(value["einsum"]))
+            parsed = parse_concise_full(str(value["einsum"]))
             if value.get("tensor_accesses"):
                 raise ValueError("give either 'einsum' or 'tensor_accesses', not both")
-            value["tensor_accesses"] = accesses
-            value.setdefault("name", name)
+            value["tensor_accesses"] = parsed["tensor_accesses"]
+            value.setdefault("name", parsed["name"])
+            # Explicit YAML fields win over what the text says.
+            value.setdefault("map_operator", parsed["map_operator"])
+            if parsed["reduce_operator"] is not None:
+                value.setdefault("reduce_operator", parsed["reduce_operator"])
+            value.setdefault("operands", parsed["operands"])
         return value
 
     @model_validator(mode="after")
@@ -149,7 +192,7 @@ class Einsum(SpecModel):
                         f"rank names start with an uppercase letter, got '{rank}'", where
                     )
                 for var in _IDENT.findall(str(expr)):
-                    if not _VAR.match(var):
+                    if not (_VAR.match(var) or _SYMBOL.match(var)):
                         raise PathValueError(
                             f"rank variables start with a lowercase letter, got '{var}' "
                             f"in {t.name}[{rank}: {expr}]",
@@ -169,7 +212,52 @@ class Einsum(SpecModel):
             inputs = [t for t in self.tensor_accesses if not t.output]
             if len(inputs) != 1:
                 raise ValueError(f"copy Einsum {self.name} needs exactly one input")
+        for j, op in enumerate(self.operands):
+            if op.name not in self.tensors:
+                raise PathValueError(
+                    f"operand {op.name} is not a tensor of Einsum {self.name}", ("operands", j)
+                )
+        self._check_iterative()
         return self
+
+    def _check_iterative(self) -> None:
+        """Each iterative variable v must index exactly one output rank, as ``v + 1``."""
+        out = self.access(self.outputs[0]).ranks() if self.outputs else {}
+        for var in self.iterative:
+            if not _VAR.match(var) or var not in self.rank_variables:
+                raise PathValueError(
+                    f"iterative: '{var}' is not a rank variable of Einsum {self.name}",
+                    ("iterative", var),
+                )
+            hits = [(r, x) for r, x in out.items() if var in _IDENT.findall(str(x))]
+            ok = len(hits) == 1
+            if ok:
+                try:
+                    step = parse_affine(hits[0][1])
+                except SpecError:
+                    ok = False
+                else:
+                    ok = step.coeffs == ((var, 1),) and step.const == 1
+            if not ok:
+                raise PathValueError(
+                    f"iterative rank variable '{var}': the output must be written at "
+                    f"'{var} + 1' on one rank, e.g. {self.outputs[0]}[{var}+1, ...]",
+                    ("iterative", var),
+                )
+
+    def iterated_ranks(self) -> dict[str, str]:
+        """Iterative rank variable -> the output rank it steps (``RM[M1: m1+1]`` -> M1)."""
+        out = self.access(self.outputs[0]).ranks()
+        return {
+            v: next(r for r, x in out.items() if v in _IDENT.findall(str(x)))
+            for v in self.iterative
+        }
+
+    def operand_list(self) -> list[Operand]:
+        """The map operator's operands: ``operands`` if given, else the inputs in order."""
+        if self.operands:
+            return list(self.operands)
+        return [t for t in self.tensor_accesses if not t.output]
 
     @property
     def inputs(self) -> list[str]:
@@ -200,42 +288,9 @@ class Einsum(SpecModel):
         for t in self.tensor_accesses:
             for expr in t.ranks().values():
                 for var in _IDENT.findall(str(expr)):
-                    if var not in out:
+                    if _VAR.match(var) and var not in out:
                         out.append(var)
         return out
-
-
-_TENSOR = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\s*\[([^\]]*)\]")
-
-
-def parse_concise(text: str) -> tuple[str, list[dict]]:
-    """``"Z[m, n] = A[m, k] * B[k, n]"`` -> (name, tensor accesses); operators are ignored."""
-    if text.count("=") != 1 or "==" in text:
-        raise ValueError(f"expected 'Out[...] = In[...] ...', got '{text}'")
-    lhs, rhs = text.split("=")
-    outs = _TENSOR.findall(lhs)
-    if len(outs) != 1 or _TENSOR.sub("", lhs).strip():
-        raise ValueError(f"the left side of '{text}' must be one tensor, e.g. Z[m, n]")
-    accesses = [_access(outs[0], output=True)]
-    for name, index in _TENSOR.findall(rhs):
-        if any(a["name"] == name for a in accesses):
-            continue
-        accesses.append(_access((name, index), output=False))
-    return outs[0][0], accesses
-
-
-def _access(found: tuple[str, str], output: bool) -> dict:
-    name, index = found
-    projection: dict[str, str] = {}
-    for entry in (e.strip() for e in index.split(",")):
-        if not entry:
-            continue
-        if ":" in entry:
-            rank, expr = (s.strip() for s in entry.split(":", 1))
-        else:
-            rank, expr = entry.upper(), entry
-        projection[rank] = expr
-    return {"name": name, "projection": projection, "output": output}
 
 
 class RenameEinsum(SpecModel):
@@ -315,6 +370,18 @@ class Workload(SpecModel):
                 )
             seen.add(e.name)
         return self
+
+    def iterated_tensors(self) -> dict[str, set[str]]:
+        """Tensors written by a recurrence -> their iterative ranks (extent size + 1)."""
+        out: dict[str, set[str]] = {}
+        for e in self.einsums:
+            for rank in e.iterated_ranks().values():
+                out.setdefault(e.outputs[0], set()).add(rank)
+        return out
+
+    def iterative_ranks(self) -> set[str]:
+        """Ranks stepped by some recurrence (``M1`` in ``RM[m1+1, p]``)."""
+        return {r for ranks in self.iterated_tensors().values() for r in ranks}
 
     def einsum(self, name: str) -> Einsum:
         """The Einsum called ``name``."""
