@@ -24,15 +24,16 @@ REDUCE_OPERATORS = ("add", "max", "none")
 
 
 class Operand(SpecModel):
-    """A tensor read at one index: an operand of an Einsum's map operator."""
+    """A tensor read at one index: an operand of an Einsum's map operator.
+
+    Index expressions are affine in the rank variables (lowercase); uppercase names are
+    rank sizes or variables used as constants (``{M: m1*M0 + m0}``, ``{M1: M1}``).
+    """
 
     name: str
     """Tensor name."""
     projection: list[str | int] | dict[str, str | int] = Field(default_factory=list)
-    """Index expression per rank: a list (rank = upper-cased variable) or {Rank: expr}.
-
-    Expressions are affine in the rank variables (lowercase); uppercase names are rank
-    sizes or variables used as constants (``{M: m1*M0 + m0}``, ``{M1: M1}``)."""
+    """Index expression per rank: a list (rank = upper-cased variable) or {Rank: expr}."""
 
     @field_validator("projection", mode="before")
     @classmethod
@@ -110,14 +111,13 @@ class Einsum(SpecModel):
     """Extended Einsums: operator combining the inputs at each point (see MAP_OPERATORS)."""
     reduce_operator: str = "add"
     """Extended Einsums: how points mapping to one output are combined (add, max, none)."""
+    # The concise form fills ``operands``: a tensor may appear twice (RM[m1], RM[m1+1])
+    # or be the output itself (a recurrence), which one tensor access cannot say.
     operands: list[Operand] = Field(default_factory=list)
-    """Extended Einsums: the map operator's operands in order (default: the inputs).
-
-    The concise form fills it; a tensor may appear twice (``RM[m1]``, ``RM[m1+1]``) or be
-    the output itself (a recurrence)."""
+    """Extended Einsums: the map operator's operands in order (default: the inputs)."""
+    # {m1: -inf}: the output is written at m1 + 1 and holds -inf at coordinate 0.
     iterative: dict[str, Expr] = Field(default_factory=dict)
-    """Iterative rank variables and the output's initial value: ``{m1: -inf}`` makes m1
-    iterative; the output is written at ``m1 + 1`` and holds -inf at coordinate 0."""
+    """Iterative rank variables -> the output's initial value, e.g. ``{m1: -inf}``."""
 
     _field_renames = field_validator("renames", mode="before")(lambda cls, v: _rename_list(v))
 
