@@ -193,9 +193,7 @@ class Compute(Component):
     skip_initial_output_write: bool = True
     """The first read of each output element is skipped."""
     operators: dict[str, str | dict[str, Expr]] = Field(default_factory=dict)
-    """Cost of Einsum operators: operator -> {action or operator: count per use}, or one
-    action name. E.g. ``exp_difference: {compute: 6, add: 1}``. Operators not listed use
-    the action of the same name, else one ``compute`` (see the README)."""
+    """Operator -> {action or operator: count} (or one action name); default: same-named action, else compute."""
     default_actions: ClassVar[tuple[str, ...]] = ("compute",)
 
     @model_validator(mode="after")

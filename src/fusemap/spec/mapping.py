@@ -169,9 +169,7 @@ class Pipeline(Split):
 
     type: Literal["Pipeline"] = "Pipeline"
     overlap: bool = False
-    """fusemap extension: the branches run concurrently and memory traffic overlaps
-    compute, so latency combines per resource (see the README). False (default): the
-    latency is summed per Einsum, as the reference tool does."""
+    """An overlap region: branches run concurrently, latency combines per resource (README)."""
 
 
 MappingTreeNode = Annotated[
