@@ -22,13 +22,13 @@ demo: $(STAMP)
 	$(BIN)/fusemap demo
 
 test: $(DEVSTAMP)
-	$(BIN)/ruff check src tests benchmarks
-	$(BIN)/ruff format --check src tests benchmarks
+	$(BIN)/ruff check src tests benchmarks experiments
+	$(BIN)/ruff format --check src tests benchmarks experiments
 	$(BIN)/python -m pytest
 
 format: $(DEVSTAMP)
-	$(BIN)/ruff format src tests benchmarks
-	$(BIN)/ruff check --fix src tests benchmarks
+	$(BIN)/ruff format src tests benchmarks experiments
+	$(BIN)/ruff check --fix src tests benchmarks experiments
 
 clean:
 	rm -rf $(VENV) build *.egg-info src/*.egg-info

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..model.costs import component_latency
+from ..model.operators import operator_actions
 from ..spec.arch_eval import ComponentInfo
 
 
@@ -26,8 +27,10 @@ def _component_latency(self, comp: ComponentInfo, crit: np.ndarray, rows: int) -
     names = self.layout.names
     if comp.kind == "compute":
         calls = {a: 0.0 for a in comp.actions}
-        if comp.name == self.t.compute and "compute" in comp.actions:
-            calls["compute"] = _ops_per_instance(self)
+        if comp.name == self.t.compute:
+            ops = _ops_per_instance(self)
+            for action, n in operator_actions(self.info, comp).items():
+                calls[action] = ops * n
         return np.full(rows, component_latency(comp, calls) * self.scale)
     if comp.node.total_latency is None:
         col = "lat:" + comp.name

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..model.costs import gated_fraction, total_leak_power
+from ..model.operators import operator_actions
 from ..model.reuse import projection_terms
 from ..spec.arch_eval import ComponentInfo, FlatArch
 from ..spec.resolve import EinsumInfo
@@ -227,10 +228,11 @@ class TemplateTiler:
             if node.position == len(self.t.holders):
                 self._node_costs(node, ones, crit)
         comp = self.comp[self.t.compute]
-        if "compute" in comp.actions and not self.info.is_copy:
+        if not self.info.is_copy:
             ops = float(self.info.operations)
-            epa = comp.actions["compute"].energy_per_action(comp.name)
-            crit[:, 0] += ops * comp.actions_scale * self.scale * epa
+            for action, n in operator_actions(self.info, comp).items():
+                epa = comp.actions[action].energy_per_action(comp.name)
+                crit[:, 0] += ops * n * comp.actions_scale * self.scale * epa
         return crit
 
     # ------------------------------------------------------------ the search

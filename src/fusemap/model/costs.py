@@ -9,6 +9,7 @@ from ..spec.arch_eval import ComponentInfo, FlatArch
 from ..spec.errors import ExpressionError, FusemapError, InvalidMappingError
 from ..spec.expressions import ExprObject, evaluate
 from .chains import Chain
+from .operators import operator_actions
 from .result import ActionResult, ComponentUse, EinsumResult
 from .reuse import TensorTraffic, count_tensor, fanout_usage, operations
 
@@ -68,8 +69,11 @@ def einsum_costs(chain: Chain, scale: float) -> EinsumResult:
             ops = operations(chain)
             result.operations = ops * scale
             if comp.name == chain.compute.component:
-                _charge(use, comp, "compute", None, ops * comp.actions_scale * scale)
-                n_calls["compute"] = operations(chain, mode)
+                per_instance = operations(chain, mode)
+                # Per point: the actions of the Einsum's operators (one compute by default).
+                for action, n in (operator_actions(info, comp) or {"compute": 0.0}).items():
+                    _charge(use, comp, action, None, ops * n * comp.actions_scale * scale)
+                    n_calls[action] = per_instance * n
         else:
             for t in info.tensors:
                 bits = chain.workload_bits[t]

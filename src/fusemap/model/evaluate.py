@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..spec.arch_eval import ArchEvaluator
 from ..spec.errors import InvalidMappingError
-from ..spec.mapping import Mapping
+from ..spec.mapping import Mapping, Pipeline
 from ..spec.mapping_check import check_mapping
 from ..spec.resolve import WorkloadInfo, resolve_workload
 from ..spec.spec import Spec
@@ -12,6 +12,7 @@ from .capacity import check_capacity, memory_usage
 from .chains import branch_chains, build_chain
 from .costs import einsum_costs, total_area, total_leak_power
 from .result import ComponentTotals, Result
+from .schedule import mapping_latency
 
 
 def evaluate_mapping(
@@ -97,6 +98,9 @@ def evaluate_mapping(
             components[name].energy += use.energy
             components[name].latency += use.latency
     energy = sum(e.energy for e in results.values())
-    latency = sum(e.latency for e in results.values())
+    if any(isinstance(n, Pipeline) and n.overlap for n in mapping.walk()):
+        latency = mapping_latency(mapping, results)  # overlap regions (schedule.py)
+    else:
+        latency = sum(e.latency for e in results.values())
     area = sum(c.area for c in components.values())
     return Result(energy, latency, results, components, area)

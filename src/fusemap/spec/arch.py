@@ -192,7 +192,22 @@ class Compute(Component):
     type: Literal["Compute"] = "Compute"
     skip_initial_output_write: bool = True
     """The first read of each output element is skipped."""
+    operators: dict[str, str | dict[str, Expr]] = Field(default_factory=dict)
+    """Operator -> {action or operator: count} (or one action name); default: same-named action, else compute."""
     default_actions: ClassVar[tuple[str, ...]] = ("compute",)
+
+    @model_validator(mode="after")
+    def _operator_names(self) -> Compute:
+        known = {a.name for a in self.actions} | set(self.operators) | set(self.default_actions)
+        for op, parts in self.operators.items():
+            for part in [parts] if isinstance(parts, str) else parts:
+                if part not in known:
+                    raise PathValueError(
+                        f"operator '{op}' of {self.name} uses '{part}', which is neither an "
+                        f"action ({', '.join(a.name for a in self.actions)}) nor an operator",
+                        ("operators", op),
+                    )
+        return self
 
 
 @register

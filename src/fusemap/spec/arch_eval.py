@@ -14,7 +14,7 @@ from typing import Any
 
 from . import arch as A
 from .errors import ExpressionError, Location, SpecError
-from .expressions import ExprObject, Scope, evaluate_fields, parse_expression
+from .expressions import ExprObject, Scope, evaluate, evaluate_fields, parse_expression
 from .resolve import EinsumInfo, WorkloadInfo
 from .sets import TensorSet, evaluate_set_expression, evaluate_set_keyed_dict
 from .spec import Spec
@@ -95,6 +95,8 @@ class ComponentInfo:
     location: Location | None = field(default=None, repr=False)
     latency_location: Location | None = field(default=None, repr=False)
     missing_area: str | None = None
+    operators: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    """Compute units: operator -> {action or operator: count per use} (evaluated)."""
 
     def values_per_action(self, action: str, tensor: str, workload_bits: float) -> float:
         """Values moved by one ``action`` of ``tensor`` (precedence as in §2)."""
@@ -340,6 +342,8 @@ class ArchEvaluator:
             comp.actions[act.name] = self._action(
                 node, i, act, scope, fields, comp_bpa, comp_vpa, space, dummy, plugin
             )
+        if kind == "compute":
+            comp.operators = self._operators(node, scope)
         comp.latency_scope = scope
         comp.latency_location = self.locate(name, "total_latency")
         latency = node.total_latency
@@ -409,6 +413,18 @@ class ArchEvaluator:
         at = self.locate(name, "actions", i)
         at = Location(at.file, at.line, f"{name}.actions.{act.name}")
         return ActionCost(act.name, energy, tp, bpa, vpa, missing, at)
+
+    def _operators(self, node: A.Compute, scope: Scope) -> dict[str, dict[str, float]]:
+        out: dict[str, dict[str, float]] = {}
+        for op, parts in node.operators.items():
+            if isinstance(parts, str):
+                out[op] = {parts: 1.0}
+                continue
+            out[op] = {}
+            for part, raw in parts.items():
+                at = self.locate(node.name, "operators", op, part)
+                out[op][part] = _num(evaluate(raw, scope, location=at), at)
+        return out
 
     def _values_per_action(self, raw, scope, space, name, where) -> dict[str, float]:
         if raw is None:

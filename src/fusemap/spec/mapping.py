@@ -168,6 +168,8 @@ class Pipeline(Split):
     """Branches whose Einsums may overlap in time."""
 
     type: Literal["Pipeline"] = "Pipeline"
+    overlap: bool = False
+    """An overlap region: branches run concurrently, latency combines per resource (README)."""
 
 
 MappingTreeNode = Annotated[

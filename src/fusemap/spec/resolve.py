@@ -58,6 +58,10 @@ class EinsumInfo:
     persistent: frozenset[str]
     scope: Scope = field(repr=False, compare=False)
     sets: Mapping[str, TensorSet] = field(repr=False, compare=False)
+    map_operator: str = "multiply"
+    """Operator combining the inputs at each point (extended Einsums)."""
+    reduce_operator: str = "add"
+    """Operator combining the points that map to one output value (add, max, none)."""
 
     @property
     def tensors(self) -> tuple[str, ...]:
@@ -73,6 +77,12 @@ class EinsumInfo:
                     return "relevant"
                 kind = "partial"
         return kind
+
+    @property
+    def reduced_variables(self) -> tuple[str, ...]:
+        """Rank variables that index no output: the ranks the Einsum reduces."""
+        used = {v for t in self.outputs for e in self.projections[t].values() for v in e.variables}
+        return tuple(v for v in self.rank_variables if v not in used)
 
     @property
     def operations(self) -> int:
@@ -367,6 +377,8 @@ def _einsum_info(
         persistent,
         base.child(sets),
         sets,
+        e.map_operator,
+        e.reduce_operator,
     )
 
 
