@@ -125,7 +125,16 @@ class SuffixSearch:
             tuple(x.layout.names),
             tuple(x.imperfect),
             j == x.p_max,
+            self._complete(j),
         )
+
+    def _complete(self, j: int) -> tuple[str, ...]:
+        """Memories whose whole reservation is made at nodes ``j..leaf`` and shared with
+        no other Einsum: a front checks their capacity itself, so it need not keep the
+        amount reserved as a criterion."""
+        x = self.tiler
+        above = {h.component for h in x.t.holders[:j]}
+        return tuple(sorted(c for c in x.res_cols if c not in x.depth_cols and c not in above))
 
     def _build(self, j: int) -> Front:
         x = self.tiler
@@ -149,14 +158,14 @@ class SuffixSearch:
             m = {v: mids[:, k] for k, v in enumerate(x.vars)}
             x._add_reservation(j, holder, m, m, crit, np.zeros(len(crit), dtype=np.int64))
         state = mstate
-        keep = self._fit_and_prune(state, crit)
+        keep = self._fit_and_prune(state, crit, j + 1)  # node j's own backing: not yet
         state, crit, mstate, child = state[keep], crit[keep], mstate[keep], child[keep]
         for k, v in enumerate(x.vars):
             if (j, v) in x.t.blocked or not x._useful(j, v):
                 continue
             state, rows = self._close(state, k)
             crit, mstate, child = crit[rows], mstate[rows], child[rows]
-            keep = self._fit_and_prune(state, crit)
+            keep = self._fit_and_prune(state, crit, j + 1)
             state, crit, mstate, child = state[keep], crit[keep], mstate[keep], child[keep]
         here = self.decode(state)
         h = {v: here[:, k] for k, v in enumerate(x.vars)}
@@ -165,7 +174,7 @@ class SuffixSearch:
                 x._node_costs(node, h, crit)
         if holder.backing and holder.component in x.res_cols:
             x._add_reservation(j, holder, h, h, crit, np.zeros(len(crit), dtype=np.int64))
-        keep = self._fit_and_prune(state, crit)
+        keep = self._fit_and_prune(state, crit, j)
         return Front(state[keep], crit[keep], mstate[keep], child[keep])
 
     def _close(self, state: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -180,13 +189,17 @@ class SuffixSearch:
         self.evaluated += len(rows)
         return state[rows] + (src - idx[rows]) * self.strides[k], rows
 
-    def _fit_and_prune(self, state: np.ndarray, crit: np.ndarray) -> np.ndarray:
+    def _fit_and_prune(self, state: np.ndarray, crit: np.ndarray, j: int) -> np.ndarray:
+        """Rows within every capacity, Pareto-optimal per tile shape; reservations in the
+        memories complete from node ``j`` down are checked, not compared."""
         x = self.tiler
         fits = np.ones(len(state), dtype=bool)
         for c in x.res_cols:
             fits &= x._memory_total(crit, c) <= x.comp[c].size * (1 + 1e-9)
         keep = np.flatnonzero(fits)
-        front = pareto_mask(state[keep], crit[keep][:, x.pareto_cols])
+        done = {x.res_cols[c] for c in self._complete(j)}
+        cols = [k for k in x.pareto_cols if k not in done]
+        front = pareto_mask(state[keep], crit[:, cols][keep])
         out = np.zeros(len(state), dtype=bool)
         out[keep[front]] = True
         return out
