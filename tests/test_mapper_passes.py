@@ -161,7 +161,7 @@ def test_cli_prints_and_writes_the_bound(arch_file, tmp_path, monkeypatch, capsy
     code, text = run_cli(["map", *files, *variables, "-o", str(out), "--json", str(js)],
                          monkeypatch, capsys)  # fmt: skip
     assert code == 0, text
-    assert f"passes over M" in text and f": {passes} (lower bound for any mapping)" in text
+    assert "passes over M" in text and f": {passes} (lower bound for any mapping)" in text
     data = json.loads(js.read_text())
     assert data["passes"]["M"]["passes"] == passes
     if cascade == "cascade4":
