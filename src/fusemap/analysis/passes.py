@@ -232,3 +232,35 @@ def _ordered(einsums: Sequence[Einsum], info: WorkloadInfo) -> list[str]:
             if r not in out:
                 out.append(r)
     return out
+
+
+def pass_bounds(spec: Spec, info: WorkloadInfo | None = None) -> dict[str, PassAnalysis]:
+    """The pass analysis of every rank where it says something, for the mapper's report.
+
+    Ranks are the workload's own (a split rank stands for its parts, which are not listed
+    apart). A rank is listed when any mapping needs more than one pass over it with some
+    fiber live between passes (a cost no mapping avoids), or when a part of it is
+    stepped by a recurrence (a 1-pass cascade such as FlashAttention's). A rank name
+    reused for an unrelated sweep (a layer's output width feeding the next layer) makes
+    passes without live fibers: not listed, so plain workloads usually list nothing.
+    """
+    spec.require("workload")
+    assert spec.workload is not None
+    info = info or resolve_workload(spec)
+    einsums = spec.workload.einsums
+    iterative = spec.workload.iterative_ranks()
+    ranks = _ordered(einsums, info)
+    parts = {r: rank_components(einsums, r) for r in ranks if _is_rank(info, r)}
+    split = {c for r, comps in parts.items() for c in comps if comps != (r,)}
+    out: dict[str, PassAnalysis] = {}
+    for r, comps in parts.items():
+        if r in split:
+            continue
+        found = analyze(einsums, info, r, iterative)
+        if (found.passes > 1 and found.live) or set(comps) & iterative:
+            out[r] = found
+    return out
+
+
+def _is_rank(info: WorkloadInfo, rank: str) -> bool:
+    return any(rank in t.ranks for t in info.tensors.values())

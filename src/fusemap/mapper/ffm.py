@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
+from ..analysis.passes import PassAnalysis, pass_bounds
 from ..model.evaluate import evaluate_mapping
 from ..model.result import Result
 from ..spec.arch_eval import ArchEvaluator
@@ -16,6 +17,7 @@ from ..spec.mapping import Mapping
 from ..spec.resolve import WorkloadInfo, resolve_workload
 from ..spec.spec import Spec
 from .assemble import assemble
+from .dependencies import FusionRules
 from .join import Bound, Joined, join
 from .pmappings import PmappingTable, generate_pmappings
 from .prefix import Compatibility
@@ -83,6 +85,10 @@ class MapOutcome:
     objective: str
     mappings: list[MappedWorkload]
     statistics: MapStatistics
+    passes: dict[str, PassAnalysis] = field(default_factory=dict)
+    """Per rank, the passes any mapping makes and the fibers live across them (the
+    lower bound beside the result; only ranks where it says something, see
+    :func:`fusemap.analysis.passes.pass_bounds`)."""
 
     @property
     def best(self) -> MappedWorkload:
@@ -125,7 +131,8 @@ def map_workload(
                 "breaks a fanout constraint: check sizes, min_usage, reuse and loop_bounds)"
             )
     memories = _memory_sizes(wl, arch, config)
-    order_list = _orders(wl, orders, max_orders)
+    rules = FusionRules.of(wl)
+    order_list = _orders(wl, orders, max_orders, rules)
     stats.orders = len(order_list)
     t = time.perf_counter()
     bound = math.inf
@@ -134,7 +141,7 @@ def map_workload(
         # the clean join below (which is exact).
         for k, order in enumerate(order_list):
             dirty = join(order, tables, wl, arch, _join_objective(objective), memories,
-                         epsilon=epsilon)  # fmt: skip
+                         epsilon=epsilon, rules=rules)  # fmt: skip
             for _, r in _pick([dirty], objective):
                 bound = min(bound, _objective_value(dirty, r, objective))
             if progress:
@@ -145,7 +152,10 @@ def map_workload(
     joins: list[Joined] = []
     for k, order in enumerate(order_list):
         cut = Bound.of(objective, bound, order, tables) if math.isfinite(bound) else None
-        joins.append(join(order, tables, wl, arch, _join_objective(objective), memories, bound=cut))
+        joins.append(
+            join(order, tables, wl, arch, _join_objective(objective), memories, bound=cut,
+                 rules=rules)
+        )  # fmt: skip
         if progress:
             progress("join", k + 1, len(order_list))
     stats.seconds["join"] = time.perf_counter() - t
@@ -165,7 +175,7 @@ def map_workload(
     mapped = [_materialize(j, row, tables, wl, arch, spec, top) for j, row in picked]
     stats.seconds["assemble"] = time.perf_counter() - t
     stats.seconds["total"] = time.perf_counter() - start
-    return MapOutcome(objective, mapped, stats)
+    return MapOutcome(objective, mapped, stats, pass_bounds(spec, wl))
 
 
 def _join_objective(objective: str) -> str:
@@ -234,16 +244,30 @@ def _memory_sizes(wl, arch, config) -> dict[str, float]:
     return dict(sorted(sizes.items()))
 
 
-def _orders(wl: WorkloadInfo, which: str, limit: int) -> list[list[str]]:
-    """The given order, or every topological order of the Einsum dependency graph."""
+def _orders(wl: WorkloadInfo, which: str, limit: int, rules: FusionRules) -> list[list[str]]:
+    """The given order, or every topological order of the Einsum dependency graph.
+
+    A reader of a recurrence's previous value placed before its writer (SPD reads RD[m1],
+    written later at m1 + 1) is no edge: it stays before the writer, as given."""
     names = [e.name for e in wl.einsums]
     if which == "given":
         return [names]
+    where = {n: i for i, n in enumerate(names)}
     producers = {t: e.name for e in wl.einsums for t in e.outputs}
     needs = {
-        e.name: {producers[t] for t in e.tensors if t in producers and producers[t] != e.name}
+        e.name: {
+            producers[t]
+            for t in e.tensors
+            if t in producers
+            and producers[t] != e.name
+            and not ((e.name, t) in rules.recurrences and where[producers[t]] > where[e.name])
+        }
         for e in wl.einsums
     }
+    for (reader, t), _ in rules.recurrences.items():
+        writer = producers[t]
+        if where[writer] > where[reader]:
+            needs[writer].add(reader)
     out: list[list[str]] = []
 
     def rec(done: list[str], left: list[str]) -> None:

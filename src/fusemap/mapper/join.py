@@ -29,6 +29,7 @@ import numpy as np
 from ..model.reuse import projection_terms
 from ..spec.arch_eval import ArchEvaluator
 from ..spec.resolve import WorkloadInfo
+from .dependencies import EMPTY, FusionRules, State
 from .pareto import pareto_mask
 from .pmappings import PmappingTable
 from .prefix import Compatibility
@@ -45,6 +46,7 @@ class _Piece:
     compat: dict[str, Compatibility]
     b_prev: int  # loops shared with the previous Einsum
     b_next: int  # loops shared with the next Einsum
+    loops: tuple[tuple[str, int], ...]  # the fused prefix's loops, root first
     private: dict[str, np.ndarray]  # memory -> (rows, K+1) reservations by depth
     shared_adds: list[tuple[str, int, float]]  # (memory, level, bits) of fused backings
 
@@ -99,6 +101,7 @@ def join(
     *,
     epsilon: float = 0.0,
     bound: Bound | None = None,
+    rules: FusionRules | None = None,
 ) -> Joined:
     """Join the tables along ``order``; keep what the objective needs.
 
@@ -107,12 +110,15 @@ def join(
     one row per (1+epsilon)-box of objectives and reservations, so what it returns is
     valid but only near-optimal. ``bound`` (the *clean* pass) drops partial mappings
     that cannot beat a known mapping even with the best rows of every later Einsum.
+    ``rules`` (default: the workload's): the data dependencies fusion must respect
+    (:mod:`fusemap.mapper.dependencies`); groups are also keyed by their state.
     """
+    rules = rules or FusionRules.of(workload)
     accessors = {t: [i for i, e in enumerate(order) if t in workload.einsum(e).tensors]
                  for t in workload.tensors}  # fmt: skip
     stats = JoinStats()
-    groups: dict[Key, _Group] = {
-        (): _Group(
+    groups: dict[tuple[Key, State], _Group] = {
+        ((), EMPTY): _Group(
             np.zeros(1), np.zeros(1), np.zeros((1, 0), dtype=np.int64),
             {m: np.zeros((1, 0)) for m in memories}, {m: np.zeros((1, 1)) for m in memories},
         )
@@ -123,20 +129,23 @@ def join(
         earlier = sorted(t for t in workload.einsum(name).tensors if accessors[t][0] < j)
         for p in pieces:
             by_match.setdefault(tuple(p.compat[t] for t in earlier), []).append(p)
-        out: dict[Key, list[_Group]] = {}
+        out: dict[tuple[Key, State], list[_Group]] = {}
         pairs = joined_rows = 0
-        for key, g in groups.items():
+        for (key, state), g in groups.items():
             live = {c.tensor: c for c in key}
             if any(t not in live for t in earlier):
                 continue
             for p in by_match.get(tuple(live[t] for t in earlier), []):
+                nstate = rules.step(order, j, state, p.loops, p.b_prev, p.b_next)
+                if nstate is None:
+                    continue  # would read a value not yet complete (dependencies.py)
                 pairs += 1
                 new = _join_one(g, p, tables[name], memories)
                 joined_rows += len(g.energy) * len(p.rows)
                 if new is None:
                     continue
                 nkey = _live_key(live, p.compat, j, accessors)
-                out.setdefault(nkey, []).append(new)
+                out.setdefault((nkey, nstate), []).append(new)
         groups = {k: _prune(_concat(v), objective, epsilon) for k, v in out.items()}
         if bound is not None:
             before = sum(len(g.energy) for g in groups.values())
@@ -146,7 +155,7 @@ def join(
         stats.group_pairs.append(pairs)
         stats.rows_joined.append(joined_rows)
         stats.rows_kept.append(sum(len(g.energy) for g in groups.values()))
-    final = groups.get(())
+    final = groups.get(((), EMPTY))
     if final is None:
         empty = np.zeros(0)
         return Joined(order, empty, empty, np.zeros((0, len(order)), dtype=np.int64), stats)
@@ -189,7 +198,8 @@ def _pieces(j, order, table, workload, arch, accessors, memories) -> list[_Piece
             continue
         idx = np.array(rows, dtype=np.int64)
         private = {m: b[idx] for m, b in fusion.buckets.items() if m in memories}
-        piece = _Piece(idx, compat, b_prev, b_next, private, adds)
+        loops = tuple((t[1], t[2]) for t in fusion.interner.prefixes[seq] if t[0] == "loop")
+        piece = _Piece(idx, compat, b_prev, b_next, loops, private, adds)
         out.append(piece)
     return out
 

@@ -52,6 +52,8 @@ def map_whole(
             echo(f"fused: {f.tensor} in {f.memory}, shared loops: {loops}")
     else:
         echo("fused: nothing (every shared tensor goes through the top memory)")
+    for line in passes_lines(outcome):
+        echo(line)
     if objective == "pareto":
         echo(f"energy-latency Pareto front: {len(outcome.mappings)} mapping(s)")
         for m in outcome.mappings:
@@ -76,15 +78,35 @@ def map_whole(
     return outcome
 
 
+def passes_lines(outcome: MapOutcome) -> list[str]:
+    """One line per rank of the pass analysis: the bound beside the mapper's result."""
+    out = []
+    for rank, a in outcome.passes.items():
+        parts = "" if a.components == (rank,) else f" ({' x '.join(a.components)})"
+        line = f"passes over {rank}{parts}: {a.passes} (lower bound for any mapping)"
+        if a.live:
+            live = ", ".join(
+                f"{t} ({v.fiber_elements} values per fiber, {v.fibers} fibers)"
+                for t, v in a.live.items()
+            )
+            line += f"; live across passes: {live}"
+        else:
+            line += "; nothing live across passes"
+        out.append(line)
+    return out
+
+
 def outcome_json(outcome: MapOutcome) -> dict:
-    """The result shape of ``fusemap evaluate`` plus ``fused``, ``order``, ``statistics``
-    (and, for ``pareto``, the whole front)."""
+    """The result shape of ``fusemap evaluate`` plus ``fused``, ``order``, ``statistics``,
+    ``passes`` (per rank, as ``fusemap passes --json`` writes it) and, for ``pareto``,
+    the whole front."""
     best = outcome.best
     data = best.result.to_json()
     data["objective"] = outcome.objective
     data["order"] = best.order
     data["fused"] = [f.as_dict() for f in best.fused]
     data["statistics"] = outcome.statistics.as_dict()
+    data["passes"] = {rank: a.to_json() for rank, a in outcome.passes.items()}
     if outcome.objective == "pareto":
         data["pareto"] = [
             {
