@@ -122,7 +122,11 @@ def map_workload(
     wl = resolve_workload(spec)
     arch = ArchEvaluator(spec, wl)
     config = replace(config_from_spec(spec), fusion=True)
-    tables = generate_tables(spec, wl, arch, objective, jobs, progress, stats)
+    rules = FusionRules.of(wl)
+    order_list = _orders(wl, orders, max_orders, rules)
+    stats.orders = len(order_list)
+    fusable = _fusable(wl, order_list)
+    tables = generate_tables(spec, wl, arch, objective, jobs, progress, stats, fusable)
     stats.seconds["pmappings"] = time.perf_counter() - start
     for name, table in tables.items():
         if len(table) == 0:
@@ -130,10 +134,7 @@ def map_workload(
                 f"Einsum {name}: no valid mapping (every tile shape overflows a buffer or "
                 "breaks a fanout constraint: check sizes, min_usage, reuse and loop_bounds)"
             )
-    memories = _memory_sizes(wl, arch, config)
-    rules = FusionRules.of(wl)
-    order_list = _orders(wl, orders, max_orders, rules)
-    stats.orders = len(order_list)
+    memories = _memory_sizes(wl, arch, replace(config, fusable=fusable))
     t = time.perf_counter()
     bound = math.inf
     if epsilon > 0 and objective != "pareto":
@@ -284,6 +285,19 @@ def _orders(wl: WorkloadInfo, which: str, limit: int, rules: FusionRules) -> lis
     return out
 
 
+def _fusable(wl: WorkloadInfo, order_list: list[list[str]]) -> frozenset[str]:
+    """Shared tensors whose users are consecutive in some order (the others cannot be
+    fused: an Einsum between two users would have to host them)."""
+    out: set[str] = set()
+    for order in order_list:
+        where = {n: i for i, n in enumerate(order)}
+        for t in wl.shared - out:
+            users = sorted(where[e.name] for e in wl.einsums if t in e.tensors)
+            if users[-1] - users[0] == len(users) - 1:
+                out.add(t)
+    return frozenset(out)
+
+
 def generate_tables(
     spec: Spec,
     wl: WorkloadInfo,
@@ -292,15 +306,17 @@ def generate_tables(
     jobs: int,
     progress: Progress | None,
     stats: MapStatistics,
+    fusable: frozenset[str] | None = None,
 ) -> dict[str, PmappingTable]:
-    """Fused pmappings of every Einsum; Einsums equal up to tensor names share one."""
+    """Fused pmappings of every Einsum; Einsums equal up to tensor names share one.
+    ``fusable``: the shared tensors that may be fused (None: all)."""
     groups: dict[tuple, list[str]] = {}
     for e in wl.einsums:
-        groups.setdefault(einsum_signature(e, wl, arch), []).append(e.name)
+        groups.setdefault(einsum_signature(e, wl, arch, fusable), []).append(e.name)
     unique = [names[0] for names in groups.values()]
     stats.distinct_einsums = len(unique)
     gen_objective = "energy" if objective == "energy" else "all"
-    config = replace(config_from_spec(spec), fusion=True)
+    config = replace(config_from_spec(spec), fusion=True, fusable=fusable)
     made: dict[str, PmappingTable] = {}
     if jobs > 1 and len(unique) > 1:
         from joblib import Parallel, delayed

@@ -126,7 +126,11 @@ def join(
     for j, name in enumerate(order):
         pieces = _pieces(j, order, tables[name], workload, arch, accessors, memories)
         by_match: dict[tuple, list[_Piece]] = {}
-        earlier = sorted(t for t in workload.einsum(name).tensors if accessors[t][0] < j)
+        fusion = tables[name].fusion
+        assert fusion is not None, "the join needs pmappings generated with fusion on"
+        # Tensors exchanged with earlier Einsums that may be fused (the others are backed
+        # in the top memory by every pmapping, so they are always compatible).
+        earlier = sorted(t for t in fusion.shared if accessors[t][0] < j)
         for p in pieces:
             by_match.setdefault(tuple(p.compat[t] for t in earlier), []).append(p)
         out: dict[tuple[Key, State], list[_Group]] = {}

@@ -14,8 +14,14 @@ from ..spec.arch_eval import ArchEvaluator, ComponentInfo
 from ..spec.resolve import EinsumInfo, WorkloadInfo
 
 
-def einsum_signature(info: EinsumInfo, workload: WorkloadInfo, arch: ArchEvaluator) -> tuple:
-    """A hashable description of ``info`` and its evaluated arch, tensors renamed."""
+def einsum_signature(
+    info: EinsumInfo,
+    workload: WorkloadInfo,
+    arch: ArchEvaluator,
+    fusable: frozenset[str] | None = None,
+) -> tuple:
+    """A hashable description of ``info`` and its evaluated arch, tensors renamed
+    (``fusable``: the shared tensors that may be fused, None for all)."""
     rename = {t: f"#{i}" for i, t in enumerate(info.tensors)}
 
     def names(items) -> tuple:  # only the Einsum's own tensors matter to its mapspace
@@ -43,6 +49,7 @@ def einsum_signature(info: EinsumInfo, workload: WorkloadInfo, arch: ArchEvaluat
             workload.tensors[t].bits_per_value,
             t in info.persistent,
             t in workload.shared,
+            fusable is None or t in fusable,
         )
         for t in info.tensors
     )

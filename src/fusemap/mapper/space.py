@@ -54,6 +54,14 @@ class MapperConfig:
     """Above fused nodes, at most one loop per rank variable: shared tensors are tiled
     once (any order, any tile shape). Off, the fused prefix may split a variable over
     several loops, a much larger space (each split multiplies the compatibilities)."""
+    fusable: frozenset[str] | None = None
+    """Shared tensors that may be fused (None: all). The whole-workload mapper leaves out
+    tensors whose users are never consecutive in an order it joins: the join could not
+    use their fused pmappings (an Einsum between two users would have to host them)."""
+
+    def may_fuse(self, tensor: str, workload) -> bool:
+        """Whether ``tensor`` is shared and may be backed below the top memory."""
+        return tensor in workload.shared and (self.fusable is None or tensor in self.fusable)
 
 
 def config_from_spec(spec) -> MapperConfig:
@@ -325,12 +333,14 @@ def templates(
     backing: dict[str, int] | None = None,
     compute: str | None = None,
     shared: frozenset[str] = frozenset(),
+    pinned: frozenset[str] = frozenset(),
 ) -> list[Template]:
     """Every template of one Einsum (optionally with fixed backing levels / compute unit).
 
     With fusion, a ``shared`` tensor backed below the top memory is *fused*: only
     temporal loops over rank variables that index it directly may sit above its backing
     node (they are shared with the Einsums it is exchanged with), and no spatial loop.
+    ``pinned`` tensors (shared, but never fused) are backed in the top memory.
     """
     out = []
     units = [compute] if compute else compute_units(info, arch)
@@ -342,7 +352,7 @@ def templates(
                 f"(on the path to {unit}); write the mapping by hand and use `fusemap evaluate`"
             )
         compute_level = len(flat.path) - 1
-        backs = [backing] if backing else _backing_combos(info, flat, config.fusion)
+        backs = [backing] if backing else _backing_combos(info, flat, config.fusion, pinned)
         spatial = spatial_choices(info, flat)
         for b in backs:
             for hs in holder_sets(info, flat, b):
@@ -358,10 +368,12 @@ def templates(
     return out
 
 
-def _backing_combos(info: EinsumInfo, flat: FlatArch, fusion: bool) -> list[dict[str, int]]:
+def _backing_combos(
+    info: EinsumInfo, flat: FlatArch, fusion: bool, pinned: frozenset[str]
+) -> list[dict[str, int]]:
     per = []
     for t in info.tensors:
-        choices = backing_choices(info, flat, t, fusion)
+        choices = backing_choices(info, flat, t, fusion and t not in pinned)
         if not choices:
             raise FusemapError(
                 f"Einsum {info.name}: no memory on the path to {flat.compute} may keep tensor "
@@ -408,7 +420,7 @@ def join_memories(workload, arch: ArchEvaluator, config: MapperConfig) -> frozen
             flat = arch.flat(info.name, unit)
             deepest = -1
             for t in info.tensors:
-                if t in workload.shared:
+                if config.may_fuse(t, workload):
                     levels = backing_choices(info, flat, t, True)
                     deepest = max([deepest] + levels[1:])
             for c in flat.path[: deepest + 1]:
