@@ -82,3 +82,39 @@ def test_fused_templates_use_the_bottom_up_search(tmp_path, monkeypatch):
     )
     _fronts(spec, "E1", "energy", True)
     assert calls
+
+
+@pytest.mark.parametrize("seed", range(6, 12))
+def test_branch_and_bound_keeps_the_unfused_optimum(seed, tmp_path, monkeypatch):
+    """Templates that fuse nothing are searched with an energy ceiling (the best one
+    finished so far); every compatibility keeps the same least energy as without it,
+    and the ceiling really drops rows."""
+    from fusemap.mapper.tiling import TemplateTiler
+
+    spec = _spec(seed, tmp_path)
+    calls = []
+    real_stage = TemplateTiler.stage
+
+    def spy(self, j, prev, ceiling=float("inf")):
+        calls.append(ceiling)
+        return real_stage(self, j, prev, ceiling)
+
+    for name in ("E0", "E1", "E2"):
+        with monkeypatch.context() as m:
+            m.setattr(TemplateTiler, "stage", spy)
+            fast = _fronts(spec, name, "energy", True)
+        with monkeypatch.context() as m:
+            m.setattr(TemplateTiler, "__init__", _never_alone(TemplateTiler.__init__))
+            slow = _fronts(spec, name, "energy", True)
+        assert fast.keys() == slow.keys()
+        for key, (e, _) in slow.items():
+            assert fast[key][0] == pytest.approx(e, rel=1e-12), (name, key)
+    assert any(c != float("inf") for c in calls)
+
+
+def _never_alone(init):
+    def patched(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        self.alone = False
+
+    return patched

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import numpy as np
+
 from .suffix import SuffixSearch, stages_below_fused_node
 from .template_result import TemplateResult
 from .tiling import TemplateTiler, _Stage
@@ -32,14 +34,22 @@ def tile_templates(
     """
     out: list[TemplateResult | None] = [None] * len(tilers)
     fronts: dict = {}  # bottom-up fronts of template suffixes, shared between templates
+    # Branch and bound over templates that fuse nothing (energy objective): only their
+    # least energy matters, so rows that cannot beat the best one finished are dropped.
+    best = {"alone": np.inf}
+
+    def finished(i: int, result: TemplateResult) -> None:
+        out[i] = result
+        if tilers[i].alone and result.rows:
+            best["alone"] = min(best["alone"], float(result.energy.min()))
+        if progress:
+            progress(1)
 
     def descend(group: list[int], j: int, stages: list[_Stage]) -> None:
         first = tilers[group[0]]
         if j == len(first.t.holders):
             for i in group:  # identical prefixes all the way down: one template each
-                out[i] = tilers[i].finish(stages)
-                if progress:
-                    progress(1)
+                finished(i, tilers[i].finish(stages))
             return
         rest = []
         for i in group:  # fused templates whose suffix is searched bottom-up end here
@@ -50,9 +60,7 @@ def tile_templates(
                     counts.stages += 1
                     counts.evaluated += more[0].evaluated
                     counts.valid += more[0].valid
-                out[i] = tiler.finish(stages + more)
-                if progress:
-                    progress(1)
+                finished(i, tiler.finish(stages + more))
             else:
                 rest.append(i)
         group = rest
@@ -61,16 +69,20 @@ def tile_templates(
             forks.setdefault(tilers[i].stage_key(j), []).append(i)
         for members in forks.values():
             tiler = tilers[members[0]]
-            st = tiler.stage(j, stages[-1] if stages else None)
+            alone = np.isfinite(best["alone"]) and all(tilers[i].alone for i in members)
+            # Energy so far + the compute leaf's energy <= the final energy (costs add up).
+            leaf = min(tilers[i].leaf_energy for i in members) if alone else 0.0
+            ceiling = best["alone"] * (1 + 1e-9) - leaf if alone else np.inf
+            st = tiler.stage(j, stages[-1] if stages else None, ceiling)
             if counts is not None:
                 counts.stages += 1
                 counts.evaluated += st.evaluated
                 counts.valid += st.valid
+            if alone:
+                st = st.take(st.crit[:, 0] <= ceiling)
             if len(st.crit) == 0:
                 for i in members:
-                    out[i] = tilers[i].finish(stages + [st])
-                    if progress:
-                        progress(1)
+                    finished(i, tilers[i].finish(stages + [st]))
                 continue
             descend(members, j + 1, stages + [st])
 

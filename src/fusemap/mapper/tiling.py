@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
@@ -48,6 +49,14 @@ class _Stage:
     valid: int
     seq: np.ndarray | None = None  # (R,) interned fused prefix so far (fusion only)
     depth: np.ndarray | None = None  # (R,) loops above the next node (fusion only)
+
+    def take(self, keep: np.ndarray) -> _Stage:
+        """The ``keep`` rows (their trail to earlier stages unchanged)."""
+        pick = lambda a: None if a is None else a[keep]  # noqa: E731
+        return _Stage(
+            self.sizes[keep], self.crit[keep], self.mids[keep], self.parents[keep],
+            self.evaluated, self.valid, pick(self.seq), pick(self.depth),
+        )  # fmt: skip
 
 
 @dataclass
@@ -135,6 +144,9 @@ class TemplateTiler:
             for lv in range(len(flat.path))
         )
         self.want_latency = want_latency or self.leak > 0
+        # Energy alone decides among the pmappings of a template that fuses nothing: the
+        # join compares them on energy only (they run alone), so one optimum is enough.
+        self.alone = self.fusion and self.prune and not want_latency and self.p_max < 0
         # Reservations are tracked only in memories they could overflow: if every tensor
         # it holds fits whole, a memory's reservations never rule anything out.
         self.res_cols: dict[str, int] = {}
@@ -235,6 +247,11 @@ class TemplateTiler:
                 crit[:, 0] += ops * n * comp.actions_scale * self.scale * epa
         return crit
 
+    @cached_property
+    def leaf_energy(self) -> float:
+        """Energy of the compute leaf (a constant of the template)."""
+        return float(self.leaf_costs()[0, 0])
+
     # ------------------------------------------------------------ the search
     def stage_key(self, j: int) -> tuple:
         """What stage ``j`` depends on; templates with equal keys up to ``j`` share it."""
@@ -255,13 +272,14 @@ class TemplateTiler:
             tuple(sorted(self.join_memories)),
         )
 
-    def stage(self, j: int, prev: _Stage | None) -> _Stage:
+    def stage(self, j: int, prev: _Stage | None, ceiling: float = np.inf) -> _Stage:
         """Extend the partial tile shapes above node ``j`` through its gap, and prune.
 
         The gap's loops are chosen one rank variable at a time, pruning in between: rows
         that agree on every size so far (and on what the node's reservation still needs,
         and, with fusion, on the fused prefix) face the same future, so only their
-        Pareto-optimal ones go on.
+        Pareto-optimal ones go on. Rows whose energy so far passes ``ceiling`` are dropped
+        once the node is costed (branch and bound: costs only add up).
         """
         t = self.t
         sizes, crit, seq, depth = self.rows_above(prev)
@@ -287,6 +305,9 @@ class TemplateTiler:
         in_prefix = j < self.p_max  # this gap's loops belong to the fused prefix
         cur = sizes
         origin = np.arange(len(sizes), dtype=np.int64)
+        if np.isfinite(ceiling):
+            origin = np.flatnonzero(cost[:, 0] <= ceiling)
+            cur, cost = sizes[origin], cost[origin]
         evaluated = 0
         for k, v in enumerate(self.vars):
             if (j, v) in t.blocked or not self._useful(j, v):
