@@ -281,12 +281,16 @@ def generate_pmappings(
     stats.tile_shapes_evaluated = counts.evaluated
     stats.tile_shapes_valid = counts.valid
     stats.stages = counts.stages
-    results = [r for r in done if r.rows]
+    kept = [(r, tiler) for r, tiler in zip(done, tilers, strict=True) if r.rows]
+    results = [r for r, _ in kept]
     if config.fusion:
         top = {t: top_memory(arch, info.name) for t in shared}
         table = _combine_fused(einsum, results, objective, shared, interner, top, prune)
     else:
         table = _combine(einsum, results, objective, shared)
+    for k in np.unique(table.template[np.isnan(table.latency)]):
+        rows = np.flatnonzero(table.template == k)  # energy pruned alone: latency last
+        table.latency[rows] = kept[k][1].latency_of(results[k], table.row[rows])
     stats.pareto = len(table)
     stats.seconds = time.perf_counter() - start
     table.stats = stats

@@ -247,6 +247,13 @@ class TemplateTiler:
                 crit[:, 0] += ops * n * comp.actions_scale * self.scale * epa
         return crit
 
+    def latency_of(self, result: TemplateResult, rows: np.ndarray) -> np.ndarray:
+        """Latency of some of ``result``'s rows, from their latency counts."""
+        crit = np.zeros((len(rows), self.width))
+        for name, values in result.latency_counts.items():
+            crit[:, self.layout.names.index(name)] = values[rows]
+        return finish_objectives(self, crit)[1]
+
     @cached_property
     def leaf_energy(self) -> float:
         """Energy of the compute leaf (a constant of the template)."""
@@ -462,7 +469,10 @@ class TemplateTiler:
         """The template's complete tile shapes, with their energy and latency."""
         last = stages[-1]
         crit = last.crit + self.leaf_costs()
-        energy, latency = finish_objectives(self, crit)
+        if self.want_latency:
+            energy, latency = finish_objectives(self, crit)
+        else:  # energy alone prunes: latency only of the kept rows (see latency_of)
+            energy, latency = crit[:, 0].copy(), np.full(len(crit), np.nan)
         reservations = {c: self._memory_total(crit, c) for c in self.res_cols}
         buckets = {
             c: np.concatenate([crit[:, cols], crit[:, [self.res_cols[c]]]], axis=1)
