@@ -12,6 +12,20 @@ import numpy as np
 
 
 @numba.njit(cache=True)
+def _varying(crit: np.ndarray) -> np.ndarray:
+    """Per column, whether it takes two values (one pass, stopping at the first change)."""
+    n, k = crit.shape
+    out = np.zeros(k, dtype=np.bool_)
+    for c in range(k):
+        first = crit[0, c]
+        for i in range(1, n):
+            if crit[i, c] != first:
+                out[c] = True
+                break
+    return out
+
+
+@numba.njit(cache=True)
 def _fronts(groups: np.ndarray, crit: np.ndarray, n_groups: int) -> np.ndarray:
     """One pass in input order, keeping a linked list of the current front per group."""
     n, k = crit.shape
@@ -172,7 +186,7 @@ def pareto_mask(groups: np.ndarray, criteria: np.ndarray) -> np.ndarray:
         return np.zeros(0, dtype=bool)
     crit = np.asarray(criteria, dtype=np.float64).reshape(n, -1)
     if crit.shape[1] > 1:  # a criterion equal in every row decides nothing
-        varying = crit.min(axis=0) != crit.max(axis=0)
+        varying = _varying(crit)
         if not varying.all():
             crit = crit[:, varying]
     crit = np.ascontiguousarray(crit)

@@ -56,6 +56,7 @@ class SuffixSearch:
             off = np.cumsum([0] + [len(x) for x in lists]).astype(np.int64)
             flat = np.array([c for x in lists for c in x], dtype=np.int64)
             self.sources.append((off, flat))
+        self.depth_cols = {int(k) for cols in tiler.depth_cols.values() for k in cols}
         self.evaluated = 0
 
     @staticmethod
@@ -197,7 +198,9 @@ class SuffixSearch:
         for c in x.res_cols:
             fits &= x._memory_total(crit, c) <= x.comp[c].size * (1 + 1e-9)
         keep = np.flatnonzero(fits)
-        done = {x.res_cols[c] for c in self._complete(j)}
+        # Fronts never write the per-depth columns (those are reservations above the
+        # deepest fused node), nor compare memories they check completely themselves.
+        done = {x.res_cols[c] for c in self._complete(j)} | self.depth_cols
         cols = [k for k in x.pareto_cols if k not in done]
         front = pareto_mask(state[keep], crit[:, cols][keep])
         out = np.zeros(len(state), dtype=bool)
