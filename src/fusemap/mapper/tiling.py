@@ -174,6 +174,7 @@ class TemplateTiler:
             for c in flat.path:
                 if c.name in self.join_memories and not math.isinf(c.size):
                     cols = [self.layout.add(f"res:{c.name}@{d}") for d in range(self.depths)]
+                    assert cols == list(range(cols[0], cols[0] + self.depths))
                     self.depth_cols[c.name] = np.array(cols, dtype=np.int64)
                     self.shared_cols[c.name] = self.layout.add("shared:" + c.name)
         self.width = len(self.layout.names)
@@ -418,7 +419,8 @@ class TemplateTiler:
     def _memory_total(self, cost: np.ndarray, memory: str) -> np.ndarray:
         total = cost[:, self.res_cols[memory]].copy()
         if memory in self.depth_cols:
-            total += cost[:, self.depth_cols[memory]].sum(axis=1)
+            cols = self.depth_cols[memory]  # consecutive columns: a slice, not a copy
+            total += cost[:, cols[0] : cols[-1] + 1].sum(axis=1)
             total += cost[:, self.shared_cols[memory]]
         return total
 
