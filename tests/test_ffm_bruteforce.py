@@ -146,7 +146,7 @@ def _brute_force(spec, objective: str) -> float:
         e = sum(float(tables[k].energy[p]) for k, p in enumerate(picks))
         lat = sum(float(tables[k].latency[p]) for k, p in enumerate(picks))
         value = {"energy": e, "latency": lat, "edp": e * lat}[objective]
-        if value >= best or not _valid(spec, wl, ar, names, tables, picks, top):
+        if value >= best or not _valid(spec, wl, ar, names, tables, picks, top, e, lat):
             continue
         best = value
     return best
@@ -161,14 +161,19 @@ def _bound(tables, rows, idx, objective, lmin) -> float:
     return e * lmin if objective == "edp" else e
 
 
-def _valid(spec, wl, ar, names, tables, picks, top) -> bool:
+def _valid(spec, wl, ar, names, tables, picks, top, energy, latency) -> bool:
+    """Whether the model accepts the assembled LoopTree *and* scores it as the sum of the
+    pmappings: otherwise the tree is not this combination (a node of one Einsum's own
+    copy of a tensor also sits on another user's path) and its value is not ``energy``."""
     chains = [tables[k].mapping(p) for k, p in enumerate(picks)]
     compat = [{c.tensor: c for c in tables[k].fusion.compatibility(p)} for k, p in enumerate(picks)]
     try:
-        evaluate_mapping(spec, assemble(names, chains, compat, top, wl), workload=wl, arch=ar)
+        r = evaluate_mapping(spec, assemble(names, chains, compat, top, wl), workload=wl, arch=ar)
     except InvalidMappingError:
         return False
-    return True
+    return math.isclose(r.energy, energy, rel_tol=1e-9) and math.isclose(
+        r.latency, latency, rel_tol=1e-9
+    )
 
 
 @pytest.mark.parametrize("seed", range(30))

@@ -7,7 +7,9 @@ backing nodes whose tiles live at that depth (one node for all their users), the
 ``!Sequential`` split into the runs of Einsums that share loop ``d+1`` (which go on the
 same way) and the single Einsums that do not (the rest of their own chain). The top
 memory's backing nodes sit at the root. Every Einsum's root-to-leaf chain is exactly its
-pmapping, other Einsums' nodes aside, so the model counts it the same.
+pmapping, other Einsums' nodes aside, so the model counts it the same: the join never
+pairs a pmapping keeping its own copy of a tensor above a loop it shares with another
+user of that tensor (that copy would be on the other user's path too; see join.py).
 """
 
 from __future__ import annotations
@@ -30,13 +32,15 @@ def assemble(
              for t in workload.tensors}  # fmt: skip
     n = len(order)
     share = [0] * max(n - 1, 0)
-    fused: dict[str, int] = {}  # tensor -> loops above its backing node
+    fused: dict[str, tuple[int, str]] = {}  # tensor -> (loops above its backing node, memory)
     for c in compat:
         for t, x in c.items():
             if x.backing != top:
-                fused[t] = x.depth
+                fused[t] = (x.depth, x.backing)
     for j in range(n - 1):
-        share[j] = max((d for t, d in fused.items() if users[t][0] <= j < users[t][-1]), default=0)
+        share[j] = max(
+            (d for t, (d, _) in fused.items() if users[t][0] <= j < users[t][-1]), default=0
+        )
     root: list[M.MappingNode] = []
     rests: list[list[M.MappingNode]] = []
     seen: set[tuple[str, str]] = set()
@@ -113,7 +117,11 @@ def _build(members, d, rests, share, fused) -> list[M.MappingNode]:
     return common + [M.Sequential(nodes=[M.Nested(nodes=c) for c in children])]
 
 
-def _is_fused_at(node: M.MappingNode, fused: dict[str, int], d: int) -> bool:
+def _is_fused_at(node: M.MappingNode, fused: dict[str, tuple[int, str]], d: int) -> bool:
+    """Whether ``node`` is the backing node of a tensor fused under ``d`` loops (a copy of
+    that tensor in another memory right below it is the Einsum's own, not shared)."""
     return (
-        isinstance(node, M.Storage) and len(node.tensors) == 1 and fused.get(node.tensors[0]) == d
+        isinstance(node, M.Storage)
+        and len(node.tensors) == 1
+        and fused.get(node.tensors[0]) == (d, node.component)
     )

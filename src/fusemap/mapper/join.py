@@ -18,6 +18,15 @@ is (FFM §4–§5):
 
 Within a group, a partial mapping that is no better in any objective and reserves at
 least as much at every level is pruned (optimality-preserving, FFM §6.4).
+
+A node above loop ``e + 1`` sits on the path of every Einsum sharing that loop: the
+assembled LoopTree has one path there. So a pmapping's own copy of a tensor that
+another Einsum uses (any node of it but the top-memory and fused backing nodes every
+user shares), kept under ``e`` loops, would also be a holder of that tensor for each
+other user sharing loop ``e + 1``: its chain would no longer be its pmapping (another
+level of data movement, a reservation that is no longer lowered), and neither the
+energy nor the capacity the join counted would be the model's. Such pairs are never
+formed (:func:`_exposed`; groups are also keyed by the tensors exposed on open levels).
 """
 
 from __future__ import annotations
@@ -36,6 +45,9 @@ from .prefix import Compatibility
 from .terms import tile_values
 
 Key = tuple[Compatibility, ...]
+Exposure = tuple[tuple[str, int, int], ...]
+"""Per tensor still to be used: (tensor, shallowest open level a user keeps a copy of it
+above (0: none), deepest open level shared with one of its users so far)."""
 
 
 @dataclass
@@ -49,6 +61,9 @@ class _Piece:
     loops: tuple[tuple[str, int], ...]  # the fused prefix's loops, root first
     private: dict[str, np.ndarray]  # memory -> (rows, K+1) reservations by depth
     shared_adds: list[tuple[str, int, float]]  # (memory, level, bits) of fused backings
+    exposed: dict[str, int] = field(default_factory=dict)
+    """Tensor used by another Einsum -> shallowest open level ``e + 1`` of a copy of it
+    kept under ``e`` loops (levels deeper than ``max(b_prev, b_next)`` left out)."""
 
 
 @dataclass
@@ -117,8 +132,8 @@ def join(
     accessors = {t: [i for i, e in enumerate(order) if t in workload.einsum(e).tensors]
                  for t in workload.tensors}  # fmt: skip
     stats = JoinStats()
-    groups: dict[tuple[Key, State], _Group] = {
-        ((), EMPTY): _Group(
+    groups: dict[tuple[Key, State, Exposure], _Group] = {
+        ((), EMPTY, ()): _Group(
             np.zeros(1), np.zeros(1), np.zeros((1, 0), dtype=np.int64),
             {m: np.zeros((1, 0)) for m in memories}, {m: np.zeros((1, 1)) for m in memories},
         )
@@ -133,9 +148,9 @@ def join(
         earlier = sorted(t for t in fusion.shared if accessors[t][0] < j)
         for p in pieces:
             by_match.setdefault(tuple(p.compat[t] for t in earlier), []).append(p)
-        out: dict[tuple[Key, State], list[_Group]] = {}
+        out: dict[tuple[Key, State, Exposure], list[_Group]] = {}
         pairs = joined_rows = 0
-        for (key, state), g in groups.items():
+        for (key, state, exposure), g in groups.items():
             live = {c.tensor: c for c in key}
             if any(t not in live for t in earlier):
                 continue
@@ -143,13 +158,16 @@ def join(
                 nstate = rules.step(order, j, state, p.loops, p.b_prev, p.b_next)
                 if nstate is None:
                     continue  # would read a value not yet complete (dependencies.py)
+                nexposure = _exposed(exposure, p, j, order, workload, accessors)
+                if nexposure is None:
+                    continue  # a copy of a tensor on another user's path (module doc)
                 pairs += 1
                 new = _join_one(g, p, tables[name], memories)
                 joined_rows += len(g.energy) * len(p.rows)
                 if new is None:
                     continue
                 nkey = _live_key(live, p.compat, j, accessors)
-                out.setdefault((nkey, nstate), []).append(new)
+                out.setdefault((nkey, nstate, nexposure), []).append(new)
         groups = {k: _prune(_concat(v), objective, epsilon) for k, v in out.items()}
         if bound is not None:
             before = sum(len(g.energy) for g in groups.values())
@@ -159,7 +177,7 @@ def join(
         stats.group_pairs.append(pairs)
         stats.rows_joined.append(joined_rows)
         stats.rows_kept.append(sum(len(g.energy) for g in groups.values()))
-    final = groups.get(((), EMPTY))
+    final = groups.get(((), EMPTY, ()))
     if final is None:
         empty = np.zeros(0)
         return Joined(order, empty, empty, np.zeros((0, len(order)), dtype=np.int64), stats)
@@ -171,6 +189,8 @@ def _pieces(j, order, table, workload, arch, accessors, memories) -> list[_Piece
     fusion = table.fusion
     assert fusion is not None, "the join needs pmappings generated with fusion on"
     info = workload.einsum(order[j])
+    multi = sorted(t for t in info.tensors if len(accessors[t]) > 1)
+    levels = _copy_levels(table, multi)  # (tensors, rows)
     by_seq: dict[int, list[int]] = {}
     for i, s in enumerate(fusion.seq):
         by_seq.setdefault(int(s), []).append(i)
@@ -200,12 +220,128 @@ def _pieces(j, order, table, workload, arch, accessors, memories) -> list[_Piece
                 adds.append((c.backing, c.depth + 1, bits))
         if not ok:
             continue
-        idx = np.array(rows, dtype=np.int64)
-        private = {m: b[idx] for m, b in fusion.buckets.items() if m in memories}
         loops = tuple((t[1], t[2]) for t in fusion.interner.prefixes[seq] if t[0] == "loop")
-        piece = _Piece(idx, compat, b_prev, b_next, loops, private, adds)
-        out.append(piece)
+        rows_arr = np.array(rows, dtype=np.int64)
+        # Rows whose own copies of tensors used elsewhere sit on different open levels
+        # join differently: one piece per pattern.
+        deepest = max(b_prev, b_next)
+        pattern = levels[:, rows_arr]
+        pattern = np.where(pattern <= deepest, pattern, 0)
+        if pattern.any():
+            uniq, inverse = np.unique(pattern, axis=1, return_inverse=True)
+            inverse = inverse.ravel()
+            split = [(uniq[:, k], rows_arr[inverse == k]) for k in range(uniq.shape[1])]
+        else:
+            split = [(np.zeros(len(multi), dtype=np.int64), rows_arr)]
+        for pat, idx in split:
+            private = {m: b[idx] for m, b in fusion.buckets.items() if m in memories}
+            exposed = {t: int(e) for t, e in zip(multi, pat, strict=True) if e > 0}
+            out.append(_Piece(idx, compat, b_prev, b_next, loops, private, adds, exposed))
     return out
+
+
+def _copy_levels(table: PmappingTable, tensors: list[str]) -> np.ndarray:
+    """(tensors, rows): ``e + 1`` for the shallowest node of the tensor under ``e`` loops
+    that other users would see (0: none), i.e. every node but the top-memory backing
+    nodes at the root and the fused backing nodes (shared by all users). Cached on the
+    table (the join runs once per order, twice with the dirty pass)."""
+    cache = table.__dict__.setdefault("_copy_levels_cache", {})
+    key = tuple(tensors)
+    if key not in cache:
+        levels = _copy_levels_of(table, tensors)
+        cache[key] = (
+            np.stack([levels[t] for t in tensors])
+            if tensors
+            else np.zeros((0, len(table)), dtype=np.int64)
+        )
+    return cache[key]
+
+
+def _copy_levels_of(table: PmappingTable, tensors: list[str]) -> dict[str, np.ndarray]:
+    fusion = table.fusion
+    assert fusion is not None
+    out = {t: np.zeros(len(table), dtype=np.int64) for t in tensors}
+    if not tensors:
+        return out
+    for k, res in enumerate(table.results):
+        mine = np.nonzero(table.template == k)[0]
+        if len(mine) == 0:
+            continue
+        holders = res.template.holders
+        top_level = holders[0].level
+        seen = [
+            j
+            for j, h in enumerate(holders)
+            if h.tensor in out
+            and not (h.backing and h.level != top_level and h.tensor in fusion.shared)
+        ]
+        if not seen:
+            continue
+        above = _loops_above(res, table.row[mine])
+        lead = 0  # the leading top-memory nodes go to the root
+        while lead < len(holders) and holders[lead].backing and holders[lead].level == top_level:
+            lead += 1
+        for j in seen:
+            level = above[:, j] + 1
+            if j < lead:
+                level = np.where(above[:, j] == 0, 0, level)
+            cur = out[holders[j].tensor][mine]
+            out[holders[j].tensor][mine] = np.where(
+                (level > 0) & ((cur == 0) | (level < cur)), level, cur
+            )
+    return out
+
+
+def _loops_above(res, rows: np.ndarray) -> np.ndarray:
+    """(rows, holders): temporal loops above each storage node of the template."""
+    n = len(res.stage_mids)
+    per_gap = np.zeros((len(rows), n), dtype=np.int64)
+    r = np.asarray(rows, dtype=np.int64)
+    for j in range(n, 0, -1):
+        mid = res.stage_mids[j - 1][r]
+        r = res.stage_parents[j - 1][r]
+        here = res.stage_sizes[j - 1][r]
+        per_gap[:, j - 1] = (mid < here).sum(axis=1)
+    above = np.zeros((len(rows), n), dtype=np.int64)
+    above[:, 1:] = np.cumsum(per_gap, axis=1)[:, :-1]
+    return above
+
+
+def _exposed(
+    exposure: Exposure, p: _Piece, j: int, order: list[str], workload, accessors
+) -> Exposure | None:
+    """The exposure after joining ``p`` (Einsum ``j``), or None if a user of a tensor
+    would share a loop with a node of another user's own copy of it.
+
+    A copy kept under ``e`` loops is on the path of every Einsum sharing loop ``e + 1``
+    with its owner: a later user conflicts while that level stays open (every boundary
+    since shares it); a copy of the new Einsum conflicts with an earlier user sharing
+    its level."""
+    uses = workload.einsum(order[j]).tensors
+    state = {t: (lo, hi) for t, lo, hi in exposure}
+    for t in uses:
+        if len(accessors[t]) < 2:
+            continue
+        lo, hi = state.get(t, (0, 0))
+        mine = p.exposed.get(t, 0)
+        if lo > 0 or 0 < mine <= hi:
+            return None
+    b = p.b_next
+    out = []
+    for t in sorted(set(state) | {t for t in uses if len(accessors[t]) > 1}):
+        if accessors[t][-1] <= j:
+            continue  # no later user
+        lo, hi = state.get(t, (0, 0))
+        if t in uses:
+            mine = p.exposed.get(t, 0)
+            lo = mine if lo == 0 or 0 < mine < lo else lo
+            hi = b
+        else:
+            hi = min(hi, b)
+        lo = lo if 0 < lo <= b else 0
+        if lo or hi:
+            out.append((t, lo, hi))
+    return tuple(out)
 
 
 def _backing_bits(info, tensor: str, c: Compatibility, table: PmappingTable, arch, workload):
