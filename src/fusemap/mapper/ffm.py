@@ -22,7 +22,7 @@ from .join import Bound, Joined, join
 from .pmappings import PmappingTable, generate_pmappings
 from .prefix import Compatibility
 from .signature import einsum_signature, tensor_renaming, variable_renaming
-from .space import config_from_spec, join_memories, top_memory
+from .space import config_from_spec, join_memories, templates, top_memory
 
 OBJECTIVES = ("energy", "latency", "edp", "pareto")
 Progress = Callable[[str, int, int], None]
@@ -321,8 +321,9 @@ def generate_tables(
     if jobs > 1 and len(unique) > 1:
         from joblib import Parallel, delayed
 
-        order = sorted(unique, key=lambda n: -len(wl.einsum(n).rank_variables))
-        done = Parallel(n_jobs=jobs, return_as="generator")(
+        # Longest first (estimated by the number of templates), so workers end together.
+        order = sorted(unique, key=lambda n: -_work(wl, arch, config, n))
+        done = Parallel(n_jobs=jobs, return_as="generator", batch_size=1)(
             delayed(_generate_one)(spec, n, gen_objective, config) for n in order
         )
         for k, table in enumerate(done):
@@ -349,6 +350,15 @@ def generate_tables(
         stats.pmappings[n] = len(table)
         stats.templates[n] = table.stats.templates
     return {e.name: tables[e.name] for e in wl.einsums}
+
+
+def _work(wl: WorkloadInfo, arch: ArchEvaluator, config, einsum: str) -> int:
+    """A rough size of an Einsum's pmapping search: templates times rank variables."""
+    info = wl.einsum(einsum)
+    shared = frozenset(t for t in info.tensors if config.may_fuse(t, wl))
+    pinned = frozenset(t for t in info.tensors if t in wl.shared and t not in shared)
+    n = len(templates(info, arch, config, shared=shared, pinned=pinned))
+    return n * len(info.rank_variables)
 
 
 def _generate_one(spec: Spec, einsum: str, objective: str, config) -> PmappingTable:
