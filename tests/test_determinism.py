@@ -1,0 +1,22 @@
+"""Same inputs, same answer, whatever the number of pmapping workers."""
+
+from __future__ import annotations
+
+from fusemap.examples import example_path
+from fusemap.mapper.ffm import map_workload
+from fusemap.spec.spec import load_spec
+
+
+def test_workers_do_not_change_the_mapping():
+    spec = load_spec(
+        example_path("arch.yaml"),
+        example_path("matmul_chain.yaml"),
+        variables={"N": 4, "M": 16, "SIZES": [8, 16, 4, 8, 16]},
+    )
+    one = map_workload(spec, "energy", jobs=1)
+    two = map_workload(spec, "energy", jobs=2)
+    assert one.statistics.distinct_einsums > 1  # so the two workers really share work
+    assert two.best.mapping.to_yaml() == one.best.mapping.to_yaml()
+    assert two.best.result.energy == one.best.result.energy
+    assert two.best.result.latency == one.best.result.latency
+    assert two.statistics.pmappings == one.statistics.pmappings
