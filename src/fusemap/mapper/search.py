@@ -7,9 +7,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .stage import Stage
 from .suffix import SuffixSearch, stages_below_fused_node
 from .template_result import TemplateResult
-from .tiling import TemplateTiler, _Stage
+from .tiling import TemplateTiler
 
 
 @dataclass
@@ -45,7 +46,7 @@ def tile_templates(
         if progress:
             progress(1)
 
-    def descend(group: list[int], j: int, stages: list[_Stage]) -> None:
+    def descend(group: list[int], j: int, stages: list[Stage]) -> None:
         first = tilers[group[0]]
         if j == len(first.t.holders):
             for i in group:  # identical prefixes all the way down: one template each

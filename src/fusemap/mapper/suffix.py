@@ -22,7 +22,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from .pareto import pareto_mask
-from .tiling import TemplateTiler, _Stage
+from .stage import Stage
+from .tiling import TemplateTiler
 
 
 @dataclass
@@ -254,7 +255,7 @@ class SuffixSearch:
         return out
 
 
-def stages_below_fused_node(tiler: TemplateTiler, prev: _Stage | None, cache: dict) -> list[_Stage]:
+def stages_below_fused_node(tiler: TemplateTiler, prev: Stage | None, cache: dict) -> list[Stage]:
     """The stages from the deepest fused node down, searched bottom-up and met with the
     prefix rows ``prev`` (what :meth:`TemplateTiler.stage` would give, much faster)."""
     search = SuffixSearch(tiler, cache)
@@ -266,7 +267,7 @@ def stages_below_fused_node(tiler: TemplateTiler, prev: _Stage | None, cache: di
     stages = []
     for below, mids, parents in search.trail(chain, pre):
         empty = np.zeros((len(below), 0))
-        stages.append(_Stage(below, empty, mids, parents, 0, 0, new_seq, new_depth))
+        stages.append(Stage(below, empty, mids, parents, 0, 0, new_seq, new_depth))
     stages[-1].crit = total
     stages[0].evaluated = search.evaluated
     stages[0].valid = len(total)

@@ -8,6 +8,8 @@ import numpy as np
 from ..model.costs import component_latency
 from ..model.operators import operator_actions
 from ..spec.arch_eval import ComponentInfo
+from .stage import Stage
+from .template_result import TemplateResult
 
 
 def finish_objectives(self, crit: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -64,3 +66,39 @@ def _ops_per_instance(self) -> float:
     for s in self.t.spatial:
         ops /= s.trips
     return ops
+
+
+def finish_template(tiler, stages: list[Stage]) -> TemplateResult:
+    """A template's complete tile shapes (the last stage plus the compute leaf), with
+    their energy and latency, and the trail to rebuild each one."""
+    last = stages[-1]
+    crit = last.crit + tiler.leaf_costs()
+    if tiler.want_latency:
+        energy, latency = finish_objectives(tiler, crit)
+    else:  # energy alone prunes: latency only of the kept rows (see latency_of)
+        energy, latency = crit[:, 0].copy(), np.full(len(crit), np.nan)
+    reservations = {c: tiler._memory_total(crit, c) for c in tiler.res_cols}
+    buckets = {
+        c: np.concatenate([crit[:, cols], crit[:, [tiler.res_cols[c]]]], axis=1)
+        for c, cols in tiler.depth_cols.items()
+        if c in tiler.res_cols
+    }
+    relevance = {x: {v: tiler.info.relevance(x, v) for v in tiler.vars} for x in tiler.info.tensors}
+    return TemplateResult(
+        tiler.t,
+        energy,
+        latency,
+        reservations,
+        [tiler.bounds[None, :].copy()] + [st.sizes for st in stages],
+        [st.mids for st in stages],
+        [st.parents for st in stages],
+        tiler.vars,
+        relevance,
+        {
+            name: crit[:, k]
+            for k, name in enumerate(tiler.layout.names)
+            if name.startswith(("lat:", "calls:"))
+        },
+        last.seq if tiler.fusion else None,
+        buckets,
+    )

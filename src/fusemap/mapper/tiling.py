@@ -12,7 +12,6 @@ compute leaf is exactly the Pareto front of the template's complete tile shapes.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
@@ -25,6 +24,7 @@ from ..spec.resolve import EinsumInfo
 from .pareto import pareto_mask
 from .prefix import PrefixInterner
 from .space import MapperConfig, Template, candidate_sizes, next_sizes
+from .stage import Layout, Stage
 from .template_result import TemplateResult
 from .terms import (
     NodeTerms,
@@ -34,41 +34,7 @@ from .terms import (
     reservation_sizes,
     tile_values,
 )
-from .tile_latency import finish_objectives
-
-
-@dataclass
-class _Stage:
-    """Partial tile shapes after one node's gap (with the trail to rebuild them)."""
-
-    sizes: np.ndarray  # (R, V) tile sizes above the next node
-    crit: np.ndarray  # (R, K) criteria so far
-    mids: np.ndarray  # (R, V) sizes after this gap's temporal loops
-    parents: np.ndarray  # (R,) row of the previous stage
-    evaluated: int
-    valid: int
-    seq: np.ndarray | None = None  # (R,) interned fused prefix so far (fusion only)
-    depth: np.ndarray | None = None  # (R,) loops above the next node (fusion only)
-
-    def take(self, keep: np.ndarray) -> _Stage:
-        """The ``keep`` rows (their trail to earlier stages unchanged)."""
-        pick = lambda a: None if a is None else a[keep]  # noqa: E731
-        return _Stage(
-            self.sizes[keep], self.crit[keep], self.mids[keep], self.parents[keep],
-            self.evaluated, self.valid, pick(self.seq), pick(self.depth),
-        )  # fmt: skip
-
-
-@dataclass
-class _Layout:
-    """Columns of the criteria matrix."""
-
-    names: list[str] = field(default_factory=list)
-
-    def add(self, name: str) -> int:
-        if name not in self.names:
-            self.names.append(name)
-        return self.names.index(name)
+from .tile_latency import finish_objectives, finish_template
 
 
 class TemplateTiler:
@@ -130,7 +96,7 @@ class TemplateTiler:
         self.terms = {x: projection_terms(info, x) for x in info.tensors}
         self.comp = {c.name: c for c in flat.path}
         # One column layout per compute unit, so templates can share search stages.
-        self.layout = _Layout()
+        self.layout = Layout()
         self.layout.add("energy")
         for c in flat.path:
             if c.kind == "memory" and not math.isinf(c.size):
@@ -280,7 +246,7 @@ class TemplateTiler:
             tuple(sorted(self.join_memories)),
         )
 
-    def stage(self, j: int, prev: _Stage | None, ceiling: float = np.inf) -> _Stage:
+    def stage(self, j: int, prev: Stage | None, ceiling: float = np.inf) -> Stage:
         """Extend the partial tile shapes above node ``j`` through its gap, and prune.
 
         The gap's loops are chosen one rank variable at a time, pruning in between: rows
@@ -361,12 +327,12 @@ class TemplateTiler:
                 new_seq = self._gap_tokens(j, new_seq, sizes[origin], mids)
         key = self._group(below, ids=new_seq if self.fusion else None)
         keep = self._prune(key, self._pruning_view(j + 1, below, cost))
-        return _Stage(
+        return Stage(
             below[keep], cost[keep], mids[keep], origin[keep], max(evaluated, len(sizes)),
             int(fits.sum()), new_seq[keep], new_depth[keep],
         )  # fmt: skip
 
-    def rows_above(self, prev: _Stage | None):
+    def rows_above(self, prev: Stage | None):
         """(sizes, criteria, fused prefix, depth) of the rows entering the next node:
         the previous stage's, or the root row (whole ranks, nothing spent)."""
         if prev is None:
@@ -467,41 +433,9 @@ class TemplateTiler:
             view[slack, self.pareto_cols.index(col)] = 0.0
         return view
 
-    def finish(self, stages: list[_Stage]) -> TemplateResult:
+    def finish(self, stages: list[Stage]) -> TemplateResult:
         """The template's complete tile shapes, with their energy and latency."""
-        last = stages[-1]
-        crit = last.crit + self.leaf_costs()
-        if self.want_latency:
-            energy, latency = finish_objectives(self, crit)
-        else:  # energy alone prunes: latency only of the kept rows (see latency_of)
-            energy, latency = crit[:, 0].copy(), np.full(len(crit), np.nan)
-        reservations = {c: self._memory_total(crit, c) for c in self.res_cols}
-        buckets = {
-            c: np.concatenate([crit[:, cols], crit[:, [self.res_cols[c]]]], axis=1)
-            for c, cols in self.depth_cols.items()
-            if c in self.res_cols
-        }
-        relevance = {
-            x: {v: self.info.relevance(x, v) for v in self.vars} for x in self.info.tensors
-        }
-        return TemplateResult(
-            self.t,
-            energy,
-            latency,
-            reservations,
-            [self.bounds[None, :].copy()] + [st.sizes for st in stages],
-            [st.mids for st in stages],
-            [st.parents for st in stages],
-            self.vars,
-            relevance,
-            {
-                name: crit[:, k]
-                for k, name in enumerate(self.layout.names)
-                if name.startswith(("lat:", "calls:"))
-            },
-            last.seq if self.fusion else None,
-            buckets,
-        )
+        return finish_template(self, stages)
 
     def _useful(self, gap: int, v: str) -> bool:
         """Whether a loop over ``v`` in this gap can differ from one in the next gap.
