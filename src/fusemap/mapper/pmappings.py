@@ -291,6 +291,11 @@ def generate_pmappings(
     for k in np.unique(table.template[np.isnan(table.latency)]):
         rows = np.flatnonzero(table.template == k)  # energy pruned alone: latency last
         table.latency[rows] = kept[k][1].latency_of(results[k], table.row[rows])
+    for k, result in enumerate(results):  # keep only what the table refers to
+        rows = np.flatnonzero(table.template == k)
+        used = np.unique(table.row[rows])
+        table.results[k] = result.compact(used)
+        table.row[rows] = np.searchsorted(used, table.row[rows])
     stats.pareto = len(table)
     stats.seconds = time.perf_counter() - start
     table.stats = stats

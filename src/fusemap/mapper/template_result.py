@@ -36,6 +36,30 @@ class TemplateResult:
         """Number of surviving tile shapes."""
         return len(self.energy)
 
+    def compact(self, rows: np.ndarray) -> TemplateResult:
+        """Only the final ``rows`` (sorted, unique) and the trail they need: what a table
+        keeps of a template (much less to hold and to send back from a worker)."""
+        sizes, mids, parents = (
+            list(self.stage_sizes),
+            list(self.stage_mids),
+            list(self.stage_parents),
+        )
+        keep = rows
+        for j in range(len(mids), 0, -1):
+            sizes[j], mids[j - 1] = sizes[j][keep], mids[j - 1][keep]
+            par = parents[j - 1][keep]
+            keep = np.unique(par)
+            parents[j - 1] = np.searchsorted(keep, par)
+        sizes[0] = sizes[0][keep]
+        pick = {m: v[rows] for m, v in self.reservations.items()}
+        return TemplateResult(
+            self.template, self.energy[rows], self.latency[rows], pick, sizes, mids,
+            parents, self.variables, self.relevance,
+            {n: v[rows] for n, v in self.latency_counts.items()},
+            None if self.seq is None else self.seq[rows],
+            {m: b[rows] for m, b in self.buckets.items()},
+        )  # fmt: skip
+
     def trail(self, row: int) -> list[tuple[np.ndarray, np.ndarray]]:
         """(sizes at node j, sizes after gap j) for every node, for one final row."""
         n = len(self.stage_mids)
