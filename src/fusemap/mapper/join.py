@@ -230,7 +230,10 @@ def _pieces(j, order, table, workload, arch, accessors, memories) -> list[_Piece
         if pattern.any():
             uniq, inverse = np.unique(pattern, axis=1, return_inverse=True)
             inverse = inverse.ravel()
-            split = [(uniq[:, k], rows_arr[inverse == k]) for k in range(uniq.shape[1])]
+            by = np.argsort(inverse, kind="stable")  # rows of each pattern, in order
+            cuts = np.cumsum(np.bincount(inverse, minlength=uniq.shape[1]))[:-1]
+            parts = np.split(rows_arr[by], cuts)
+            split = [(uniq[:, k], part) for k, part in enumerate(parts)]
         else:
             split = [(np.zeros(len(multi), dtype=np.int64), rows_arr)]
         for pat, idx in split:
