@@ -181,7 +181,8 @@ def test_ffm_matches_brute_force(seed, tmp_path):
     spec = _case(seed, tmp_path)
     for objective in ("energy", "latency", "edp"):
         best = _brute_force(spec, objective)
-        out = map_workload(spec, objective)
+        # Odd seeds bound the exact join with a dirty (epsilon-pruned) one first.
+        out = map_workload(spec, objective, epsilon=0.2 if seed % 2 else 0.0)
         res = out.best.result
         value = {"energy": res.energy, "latency": res.latency, "edp": res.energy * res.latency}
         assert value[objective] == pytest.approx(best, rel=1e-9), objective

@@ -64,6 +64,7 @@ def test_map_errors_are_one_line(tmp_path, monkeypatch, capsys):
         (["--objective", "speed"], "unknown objective 'speed'"),
         (["--orders", "some"], "unknown --orders 'some'"),
         (["--jobs", "0"], "--jobs must be at least 1"),
+        (["--epsilon", "-1"], "--epsilon must be at least 0"),
     ):
         code, text = run_cli(base + extra, monkeypatch, capsys)
         assert code == 2
@@ -109,3 +110,22 @@ def test_map_workload_api_fuses_like_the_reference():
     out = fusemap.map_workload(spec, "energy")
     assert out.best.result.energy <= case["reference_energy"] * (1 + 1e-9)
     assert [f.tensor for f in out.best.fused] == case["reference_fused"]
+
+
+def test_map_epsilon_runs_the_dirty_join_first(tmp_path, monkeypatch, capsys):
+    """``--epsilon`` reaches the mapper: the dirty join's bound is in the statistics,
+    and the answer equals the exact join's."""
+    import json
+
+    case = _case("simple_mm128_n1")
+    arch, wl = str(SHARED / case["arch"]), str(SHARED / case["workload"])
+    energies = []
+    for eps, bounded in (("0", False), ("0.2", True)):
+        out = tmp_path / f"m{eps}.json"
+        base = ["map", arch, wl, "-D", "N_EINSUMS=2", "--epsilon", eps, "--json", str(out)]
+        code, _ = run_cli(base, monkeypatch, capsys)
+        assert code == 0
+        data = json.loads(out.read_text())
+        assert (data["statistics"]["dirty_bound"] is not None) == bounded
+        energies.append(data["energy"])
+    assert energies[0] == energies[1]

@@ -174,6 +174,14 @@ def map_(
     orders: Annotated[
         str, typer.Option("--orders", help="given | all (every dependency-respecting order)")
     ] = "given",
+    epsilon: Annotated[
+        float,
+        typer.Option(
+            "--epsilon",
+            help="Run an epsilon-pruned (dirty) join first and bound the exact join with "
+            "its answer (FFM 6.3); 0: exact join only. The answer is the same either way.",
+        ),
+    ] = 0.0,
 ) -> None:
     """Find the optimal fused mapping of the workload (FFM). With --einsum: the best
     pmapping of one Einsum alone."""
@@ -181,6 +189,8 @@ def map_(
     spec.require("arch", "workload")
     if jobs < 1:
         raise FusemapError(f"--jobs must be at least 1 (got {jobs})")
+    if not epsilon >= 0:
+        raise FusemapError(f"--epsilon must be at least 0 (got {epsilon})")
     if einsum is not None:
         from .mapper.single import map_einsum
 
@@ -191,8 +201,9 @@ def map_(
     from .mapper.run import map_whole
 
     map_whole(
-        spec, objective, orders=orders, jobs=jobs, out=out, json_out=json_out, echo=typer.echo
-    )
+        spec, objective, orders=orders, jobs=jobs, out=out, json_out=json_out, echo=typer.echo,
+        epsilon=epsilon,
+    )  # fmt: skip
 
 
 @app.command()

@@ -104,7 +104,7 @@ def map_workload(
     jobs: int = 1,
     progress: Progress | None = None,
     max_orders: int = 720,
-    epsilon: float = 0.2,
+    epsilon: float = 0.0,
 ) -> MapOutcome:
     """The optimal fused mapping(s) of the spec's whole workload.
 
@@ -112,6 +112,8 @@ def map_workload(
     respects the data dependencies, up to ``max_orders``). ``jobs``: worker processes
     for pmapping generation (results do not depend on it). ``epsilon``: of the dirty
     join whose result bounds the exact one (0: exact join only; the result is the same).
+    Off by default: measured on GPT-3 and the 64-matmul chain, the exact join alone is
+    faster (5.7 s against 5.4 + 4.5 s; 10.9 s against 7.8 + 8.3 s).
     """
     if objective not in OBJECTIVES:
         raise FusemapError(f"unknown objective '{objective}' (use {', '.join(OBJECTIVES)})")

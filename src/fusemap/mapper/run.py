@@ -10,7 +10,9 @@ from ..spec.spec import Spec
 from .ffm import MapOutcome, map_workload
 
 
-def map_with_progress(spec: Spec, objective: str, orders: str, jobs: int) -> MapOutcome:
+def map_with_progress(
+    spec: Spec, objective: str, orders: str, jobs: int, epsilon: float = 0.0
+) -> MapOutcome:
     """:func:`map_workload` with one progress bar per phase (pmappings, join)."""
     from rich.progress import Progress
 
@@ -22,7 +24,9 @@ def map_with_progress(spec: Spec, objective: str, orders: str, jobs: int) -> Map
                 tasks[phase] = bar.add_task(phase, total=total)
             bar.update(tasks[phase], completed=done, total=total)
 
-        return map_workload(spec, objective, orders=orders, jobs=jobs, progress=step)
+        return map_workload(
+            spec, objective, orders=orders, jobs=jobs, progress=step, epsilon=epsilon
+        )
 
 
 def map_whole(
@@ -34,13 +38,14 @@ def map_whole(
     out: Path | None,
     json_out: Path | None,
     echo: Callable[[str], None],
+    epsilon: float = 0.0,
 ) -> MapOutcome:
     """Map the workload, print the summary, write the files."""
     from ..report.io import write_atomic
     from ..report.render import text_tree
     from ..report.tables import print_group, result_tables
 
-    outcome = map_with_progress(spec, objective, orders, jobs)
+    outcome = map_with_progress(spec, objective, orders, jobs, epsilon)
     best = outcome.best
     res = best.result
     echo(f"Optimal mapping ({objective}), Einsum order: {' -> '.join(best.order)}")
