@@ -357,8 +357,7 @@ def generate_tables(
 def _work(wl: WorkloadInfo, arch: ArchEvaluator, config, einsum: str) -> int:
     """A rough size of an Einsum's pmapping search: templates times rank variables."""
     info = wl.einsum(einsum)
-    shared = frozenset(t for t in info.tensors if config.may_fuse(t, wl))
-    pinned = frozenset(t for t in info.tensors if t in wl.shared and t not in shared)
+    shared, pinned = config.sharing(info, wl)
     n = len(templates(info, arch, config, shared=shared, pinned=pinned))
     return n * len(info.rank_variables)
 

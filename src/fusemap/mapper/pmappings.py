@@ -247,8 +247,7 @@ def generate_pmappings(
     info = workload.einsum(einsum)
     scale = workload.n_instances * info.n_instances
     bits = {t: workload.tensors[t].bits_per_value for t in info.tensors}
-    shared = frozenset(t for t in info.tensors if config.may_fuse(t, workload))
-    pinned = frozenset(t for t in info.tensors if t in workload.shared and t not in shared)
+    shared, pinned = config.sharing(info, workload)
     temps = templates(info, arch, config, shared=shared, pinned=pinned)
     joined = join_memories(workload, arch, config)
     stats = PmappingStats(templates=len(temps))

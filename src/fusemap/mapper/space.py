@@ -63,6 +63,12 @@ class MapperConfig:
         """Whether ``tensor`` is shared and may be backed below the top memory."""
         return tensor in workload.shared and (self.fusable is None or tensor in self.fusable)
 
+    def sharing(self, info, workload) -> tuple[frozenset[str], frozenset[str]]:
+        """The Einsum's shared tensors that may be fused, and those pinned to the top."""
+        fused = frozenset(t for t in info.tensors if self.may_fuse(t, workload))
+        pinned = frozenset(t for t in info.tensors if t in workload.shared and t not in fused)
+        return fused, pinned
+
 
 def config_from_spec(spec) -> MapperConfig:
     """The knobs given under the spec's ``mapper:`` key (others keep their defaults)."""

@@ -58,6 +58,7 @@ class SuffixSearch:
             flat = np.array([c for x in lists for c in x], dtype=np.int64)
             self.sources.append((off, flat))
         self.depth_cols = {int(k) for cols in tiler.depth_cols.values() for k in cols}
+        self._cols: dict[int, list[int]] = {}
         self.evaluated = 0
 
     @staticmethod
@@ -130,6 +131,16 @@ class SuffixSearch:
             self._complete(j),
         )
 
+    def _compared(self, j: int) -> list[int]:
+        """Criteria a front of node ``j`` compares (worked out once per node)."""
+        if j not in self._cols:
+            # Fronts never write the per-depth columns (those are reservations above the
+            # deepest fused node), nor compare memories they check completely themselves.
+            x = self.tiler
+            done = {x.res_cols[c] for c in self._complete(j)} | self.depth_cols
+            self._cols[j] = [k for k in x.pareto_cols if k not in done]
+        return self._cols[j]
+
     def _complete(self, j: int) -> tuple[str, ...]:
         """Memories whose whole reservation is made at nodes ``j..leaf`` and shared with
         no other Einsum: a front checks their capacity itself, so it need not keep the
@@ -199,11 +210,7 @@ class SuffixSearch:
         for c in x.res_cols:
             fits &= x._memory_total(crit, c) <= x.comp[c].size * (1 + 1e-9)
         keep = np.flatnonzero(fits)
-        # Fronts never write the per-depth columns (those are reservations above the
-        # deepest fused node), nor compare memories they check completely themselves.
-        done = {x.res_cols[c] for c in self._complete(j)} | self.depth_cols
-        cols = [k for k in x.pareto_cols if k not in done]
-        front = pareto_mask(state[keep], crit[:, cols][keep])
+        front = pareto_mask(state[keep], crit[:, self._compared(j)][keep])
         out = np.zeros(len(state), dtype=bool)
         out[keep[front]] = True
         return out
