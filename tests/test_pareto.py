@@ -2,8 +2,8 @@
 
 Row ``i`` survives iff no row of its group is no worse everywhere and either better
 somewhere or equal and earlier. Small integer criteria make ties and duplicates common;
-one to five criteria cover both algorithms (staircase for up to three, the general one
-above) and the dropping of constant columns.
+one to five criteria cover both algorithms (staircase for up to three criteria in large
+groups, the one-pass front otherwise; both forced in turn) and the dropping of constant columns.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from fusemap.mapper import pareto
 from fusemap.mapper.pareto import pareto_mask
 
 
@@ -42,7 +43,14 @@ def _by_definition(groups: np.ndarray, crit: np.ndarray) -> np.ndarray:
 def test_pareto_mask_matches_the_definition(rows):
     groups = np.array([g for g, _ in rows], dtype=np.int64)
     crit = np.array([c for _, c in rows], dtype=np.float64)
-    assert (pareto_mask(groups, crit) == _by_definition(groups, crit)).all()
+    expected = _by_definition(groups, crit)
+    saved = pareto.SMALL_GROUP
+    try:
+        for small in (0, 1000):  # the staircase, then the one-pass front, for any group
+            pareto.SMALL_GROUP = small
+            assert (pareto_mask(groups, crit) == expected).all()
+    finally:
+        pareto.SMALL_GROUP = saved
 
 
 def test_pareto_mask_keeps_a_hand_made_front():

@@ -179,6 +179,21 @@ def _merge_sort(order: np.ndarray, lo: int, hi: int, groups: np.ndarray, crit: n
     order[lo:hi] = a
 
 
+@numba.njit(cache=True)
+def _largest_group(groups: np.ndarray, n_groups: int) -> int:
+    count = np.zeros(n_groups, dtype=np.int64)
+    most = 0
+    for g in groups:
+        count[g] += 1
+        most = max(most, count[g])
+    return most
+
+
+SMALL_GROUP = 256
+"""Up to this many rows per group, the one-pass linked-list front beats sorting (the
+staircase pays for its sort); above it, a front can grow long enough to cost more."""
+
+
 def pareto_mask(groups: np.ndarray, criteria: np.ndarray) -> np.ndarray:
     """Boolean mask of the rows on the Pareto front of their group."""
     n = len(groups)
@@ -196,7 +211,7 @@ def pareto_mask(groups: np.ndarray, criteria: np.ndarray) -> np.ndarray:
         _, groups = np.unique(groups, return_inverse=True)
         groups = groups.ravel().astype(np.int64)
         top = int(groups.max()) + 1
-    if crit.shape[1] <= 3:
+    if crit.shape[1] <= 3 and _largest_group(groups, top) > SMALL_GROUP:
         crit = np.concatenate([crit, np.zeros((n, 3 - crit.shape[1]))], axis=1)
         order = _lex_order(groups, crit, top)
         return _staircase_fronts(order, groups, crit)

@@ -31,7 +31,7 @@ class Front:
     """Per tile shape at a node (``state``), the Pareto-optimal costs of the nodes below."""
 
     state: np.ndarray  # (R,) encoded tile shape at the node
-    crit: np.ndarray  # (R, W) criteria of this node and everything below
+    crit: np.ndarray  # (R, front_width) criteria of this node and everything below
     mids: np.ndarray  # (R,) encoded sizes after the gap's temporal loops
     child: np.ndarray  # (R,) row of the next node's front
 
@@ -151,7 +151,7 @@ class SuffixSearch:
 
     def _build(self, j: int) -> Front:
         x = self.tiler
-        width = x.width
+        width = x.front_width  # no per-depth columns below the deepest fused node
         if j == self.n:  # the compute leaf: tile shape 1 everywhere (its costs: finish)
             ones = np.ones((1, len(x.vars)), dtype=np.int64)
             none = np.full(1, -1, dtype=np.int64)
@@ -207,8 +207,9 @@ class SuffixSearch:
         memories complete from node ``j`` down are checked, not compared."""
         x = self.tiler
         fits = np.ones(len(state), dtype=bool)
-        for c in x.res_cols:
-            fits &= x._memory_total(crit, c) <= x.comp[c].size * (1 + 1e-9)
+        for c, col in x.res_cols.items():  # fronts never write the per-depth columns
+            total = crit[:, col] + crit[:, x.shared_cols[c]] if c in x.shared_cols else crit[:, col]
+            fits &= total <= x.comp[c].size * (1 + 1e-9)
         keep = np.flatnonzero(fits)
         front = pareto_mask(state[keep], crit[:, self._compared(j)][keep])
         out = np.zeros(len(state), dtype=bool)
@@ -234,7 +235,8 @@ class SuffixSearch:
         pre = np.repeat(np.arange(len(sizes)), count)
         within = np.arange(len(pre)) - np.repeat(np.cumsum(count) - count, count)
         rows = order[np.repeat(lo, count) + within]
-        total = crit[pre] + front.crit[rows]
+        total = crit[pre]
+        total[:, : x.front_width] += front.crit[rows]
         self.evaluated += len(pre)
         fits = np.ones(len(pre), dtype=bool)
         for c in x.res_cols:

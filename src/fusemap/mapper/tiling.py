@@ -12,7 +12,7 @@ compute leaf is exactly the Pareto front of the template's complete tile shapes.
 from __future__ import annotations
 
 import math
-from functools import cached_property
+from functools import cached_property, lru_cache
 
 import numpy as np
 
@@ -35,6 +35,19 @@ from .terms import (
     tile_values,
 )
 from .tile_latency import finish_objectives, finish_template
+
+
+@lru_cache(maxsize=256)
+def _tile_tables(bound: int, imperfect: bool) -> tuple[np.ndarray, tuple, np.ndarray]:
+    """Candidate tiles of a rank variable, the tiles one loop below each may leave (CSR)
+    and tile size -> candidate index; shared, read-only, by every template's tiler."""
+    c = np.array(candidate_sizes(bound, imperfect), dtype=np.int64)
+    options = next_sizes(c, bound, imperfect)
+    lookup = np.full(bound + 1, -1, dtype=np.int64)
+    lookup[c] = np.arange(len(c))
+    for a in (c, *options, lookup):
+        a.flags.writeable = False
+    return c, options, lookup
 
 
 class TemplateTiler:
@@ -86,11 +99,9 @@ class TemplateTiler:
                 config.imperfect and v not in spatial_vars and n <= config.imperfect_max_bound
             )
             self.imperfect.append(imperfect)
-            c = np.array(candidate_sizes(n, imperfect), dtype=np.int64)
+            c, options, lookup = _tile_tables(n, imperfect)
             self.cands.append(c)
-            self.options.append(next_sizes(c, n, imperfect))
-            lookup = np.full(n + 1, -1, dtype=np.int64)  # tile size -> candidate index
-            lookup[c] = np.arange(len(c))
+            self.options.append(options)
             self.index_of.append(lookup)
         self.nodes = node_terms(template, info, flat)
         self.terms = {x: projection_terms(info, x) for x in info.tensors}
@@ -137,13 +148,21 @@ class TemplateTiler:
         self.depth_cols: dict[str, np.ndarray] = {}
         self.shared_cols: dict[str, int] = {}
         if self.fusion:
-            for c in flat.path:
-                if c.name in self.join_memories and not math.isinf(c.size):
-                    cols = [self.layout.add(f"res:{c.name}@{d}") for d in range(self.depths)]
-                    assert cols == list(range(cols[0], cols[0] + self.depths))
-                    self.depth_cols[c.name] = np.array(cols, dtype=np.int64)
-                    self.shared_cols[c.name] = self.layout.add("shared:" + c.name)
+            joined = [
+                c.name for c in flat.path if c.name in self.join_memories and not math.isinf(c.size)
+            ]
+            for c in joined:
+                self.shared_cols[c] = self.layout.add("shared:" + c)
+            # The per-depth columns come last: searches below the deepest fused node never
+            # write them, so they keep only the columns before (``front_width``).
+            self.front_width = len(self.layout.names)
+            for c in joined:
+                cols = [self.layout.add(f"res:{c}@{d}") for d in range(self.depths)]
+                assert cols == list(range(cols[0], cols[0] + self.depths))
+                self.depth_cols[c] = np.array(cols, dtype=np.int64)
         self.width = len(self.layout.names)
+        if not self.fusion:
+            self.front_width = self.width
         # Pruning compares energy, the reservations this template can make, and latency
         # counts only when wanted.
         written = {0, *self.res_cols.values()}
