@@ -61,3 +61,23 @@ def test_pareto_mask_keeps_a_hand_made_front():
     groups = np.array([0, 0, 1, 1, 0, 1])  # other groups never compete
     # group 1: [3,6,2] loses to [1,5,1]; [2,2,3] now survives.
     assert pareto_mask(groups, crit).tolist() == [True, True, False, True, True, True]
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 4), st.integers(0, 3), st.integers(0, 3)), min_size=1),
+    st.lists(st.tuples(st.integers(0, 3), st.integers(0, 1000)), min_size=1, max_size=60),
+)
+def test_rows_point_at_shared_criteria(sources, picks):
+    """With ``rows``, row i is judged on ``criteria[rows[i]]``, as if gathered first."""
+    crit = np.array([s[1:] for s in sources], dtype=np.float64)
+    rows = np.array([r % len(sources) for _, r in picks], dtype=np.int64)
+    groups = np.array([g for g, _ in picks], dtype=np.int64)
+    saved = pareto.SMALL_GROUP
+    try:
+        for small in (0, 1000):
+            pareto.SMALL_GROUP = small
+            got = pareto_mask(groups, crit, rows)
+            assert (got == _by_definition(groups, crit[rows])).all()
+    finally:
+        pareto.SMALL_GROUP = saved

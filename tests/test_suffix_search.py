@@ -84,6 +84,27 @@ def test_fused_templates_use_the_bottom_up_search(tmp_path, monkeypatch):
     assert calls
 
 
+@pytest.mark.parametrize("seed", range(3))
+def test_fronts_are_dropped_after_their_last_template(seed, tmp_path, monkeypatch):
+    """Every front is released once no template needs it any more, and keeping them all
+    instead gives the same pmappings."""
+    spec = _spec(seed, tmp_path)
+    caches = []
+    real_init = suffix.FrontCache.__init__
+
+    def spy(self, tilers):
+        real_init(self, tilers)
+        caches.append(self)
+
+    monkeypatch.setattr(suffix.FrontCache, "__init__", spy)
+    evicting = _fronts(spec, "E1", "energy", True)
+    assert any(c.axes for c in caches), "the bottom-up search did not run"
+    assert all(not c.fronts and not c._uses for c in caches)
+    monkeypatch.setattr(suffix.FrontCache, "done", lambda self, i: None)
+    assert _fronts(spec, "E1", "energy", True) == evicting
+    assert any(c.fronts for c in caches[-1:])
+
+
 @pytest.mark.parametrize("seed", range(6, 12))
 def test_branch_and_bound_keeps_the_unfused_optimum(seed, tmp_path, monkeypatch):
     """Templates that fuse nothing are searched with an energy ceiling (the best one

@@ -26,24 +26,28 @@ def _varying(crit: np.ndarray) -> np.ndarray:
 
 
 @numba.njit(cache=True)
-def _fronts(groups: np.ndarray, crit: np.ndarray, n_groups: int) -> np.ndarray:
-    """One pass in input order, keeping a linked list of the current front per group."""
-    n, k = crit.shape
+def _fronts(groups: np.ndarray, crit: np.ndarray, rows: np.ndarray, n_groups: int) -> np.ndarray:
+    """One pass in input order, keeping a linked list of the current front per group.
+    Row ``i`` has the criteria ``crit[rows[i]]``."""
+    n = len(groups)
+    k = crit.shape[1]
     head = np.full(n_groups, -1, dtype=np.int64)
     nxt = np.full(n, -1, dtype=np.int64)
     keep = np.zeros(n, dtype=np.bool_)
     for i in range(n):
         g = groups[i]
+        ri = rows[i]
         dominated = False
         prev = -1
         j = head[g]
         while j != -1:
+            rj = rows[j]
             j_le = True  # row j is no worse than row i everywhere
             i_le = True
             for c in range(k):
-                if crit[j, c] > crit[i, c]:
+                if crit[rj, c] > crit[ri, c]:
                     j_le = False
-                if crit[i, c] > crit[j, c]:
+                if crit[ri, c] > crit[rj, c]:
                     i_le = False
             if j_le:
                 dominated = True
@@ -194,13 +198,20 @@ SMALL_GROUP = 256
 staircase pays for its sort); above it, a front can grow long enough to cost more."""
 
 
-def pareto_mask(groups: np.ndarray, criteria: np.ndarray) -> np.ndarray:
-    """Boolean mask of the rows on the Pareto front of their group."""
+def pareto_mask(
+    groups: np.ndarray, criteria: np.ndarray, rows: np.ndarray | None = None
+) -> np.ndarray:
+    """Boolean mask of the rows on the Pareto front of their group.
+
+    With ``rows``, row ``i`` has the criteria ``criteria[rows[i]]`` (no gathered copy:
+    many rows may share one source row, as after a closure step of the suffix search).
+    """
     n = len(groups)
     if n == 0:
         return np.zeros(0, dtype=bool)
-    crit = np.asarray(criteria, dtype=np.float64).reshape(n, -1)
-    if crit.shape[1] > 1:  # a criterion equal in every row decides nothing
+    crit = np.asarray(criteria, dtype=np.float64)
+    crit = crit.reshape(len(crit) if rows is not None else n, -1)
+    if crit.shape[1] > 1 and len(crit) > 0:  # a criterion equal in every row decides nothing
         varying = _varying(crit)
         if not varying.all():
             crit = crit[:, varying]
@@ -212,7 +223,11 @@ def pareto_mask(groups: np.ndarray, criteria: np.ndarray) -> np.ndarray:
         groups = groups.ravel().astype(np.int64)
         top = int(groups.max()) + 1
     if crit.shape[1] <= 3 and _largest_group(groups, top) > SMALL_GROUP:
+        if rows is not None:
+            crit = crit[rows]
         crit = np.concatenate([crit, np.zeros((n, 3 - crit.shape[1]))], axis=1)
         order = _lex_order(groups, crit, top)
         return _staircase_fronts(order, groups, crit)
-    return _fronts(groups, crit, top)
+    if rows is None:
+        rows = np.arange(n, dtype=np.int64)
+    return _fronts(groups, crit, np.asarray(rows, dtype=np.int64), top)

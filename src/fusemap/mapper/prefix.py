@@ -36,6 +36,10 @@ class PrefixInterner:
     def __init__(self) -> None:
         self.prefixes: list[tuple[Token, ...]] = [()]
         self._ids: dict[tuple[Token, ...], int] = {(): 0}
+        self._children: dict[tuple[int, tuple[Token, ...]], int] = {}
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "_children": {}}  # a cache: not worth sending to the parent
 
     def intern(self, prefix: tuple[Token, ...]) -> int:
         """The id of ``prefix`` (new ids for new prefixes)."""
@@ -51,14 +55,24 @@ class PrefixInterner:
         which = np.asarray(which, dtype=np.int64)
         # One integer per (prefix, token) pair: a 1-D unique is far faster than axis=0.
         uniq, inverse = np.unique(ids * len(tokens) + which, return_inverse=True)
+        parents, chosen = np.divmod(uniq, len(tokens))
         new = np.array(
             [
-                self.intern(self.prefixes[int(p)] + tokens[int(w)])
-                for p, w in zip(*np.divmod(uniq, len(tokens)), strict=True)
+                self._child(p, tokens[w])
+                for p, w in zip(parents.tolist(), chosen.tolist(), strict=True)
             ],
             dtype=np.int64,
         )
         return new[inverse.ravel()]
+
+    def _child(self, parent: int, tokens: tuple[Token, ...]) -> int:
+        """The id of prefix ``parent`` followed by ``tokens`` (memoized: no long tuples
+        hashed again)."""
+        key = (parent, tokens)
+        got = self._children.get(key)
+        if got is None:
+            got = self._children[key] = self.intern(self.prefixes[parent] + tokens)
+        return got
 
     def compatibility(
         self, seq: int, shared: frozenset[str], top: dict[str, str]

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .stage import Stage
-from .suffix import SuffixSearch, stages_below_fused_node
+from .suffix import FrontCache, SuffixSearch, stages_below_fused_node
 from .template_result import TemplateResult
 from .tiling import TemplateTiler
 
@@ -34,13 +34,14 @@ def tile_templates(
     the search forks there instead of starting again. Results come in input order.
     """
     out: list[TemplateResult | None] = [None] * len(tilers)
-    fronts: dict = {}  # bottom-up fronts of template suffixes, shared between templates
+    fronts = FrontCache(tilers)  # bottom-up fronts of template suffixes, shared
     # Branch and bound over templates that fuse nothing (energy objective): only their
     # least energy matters, so rows that cannot beat the best one finished are dropped.
     best = {"alone": np.inf}
 
     def finished(i: int, result: TemplateResult) -> None:
         out[i] = result
+        fronts.done(i)
         if tilers[i].alone and result.rows:
             best["alone"] = min(best["alone"], float(result.energy.min()))
         if progress:

@@ -17,6 +17,8 @@ top-down search (:meth:`SuffixSearch.applies`).
 
 from __future__ import annotations
 
+import math
+from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
@@ -36,27 +38,43 @@ class Front:
     child: np.ndarray  # (R,) row of the next node's front
 
 
+MAX_SHAPE_TABLE = 1 << 18
+"""Decode tile-shape codes by table lookup when there are at most this many shapes."""
+
+
+def _axes(tiler) -> tuple:
+    """Code strides and radices, closure sources per variable (for each candidate index,
+    the candidate indices whose options, the loops one gap may add, include it), and the
+    table of all tile shapes when it is small."""
+    radix = [len(c) for c in tiler.cands]
+    strides = np.cumprod([1] + radix[::-1][:-1])[::-1].astype(np.int64)
+    sources: list[tuple[np.ndarray, np.ndarray]] = []
+    for k, (offsets, values) in enumerate(tiler.options):
+        lists: list[list[int]] = [[] for _ in tiler.cands[k]]
+        for c in range(len(tiler.cands[k])):
+            for v in values[offsets[c] : offsets[c + 1]]:
+                lists[int(tiler.index_of[k][v])].append(c)
+        off = np.cumsum([0] + [len(x) for x in lists]).astype(np.int64)
+        flat = np.array([c for x in lists for c in x], dtype=np.int64)
+        sources.append((off, flat))
+    shapes = None
+    if math.prod(radix) <= MAX_SHAPE_TABLE:
+        grids = np.meshgrid(*tiler.cands, indexing="ij")  # code order: last variable fastest
+        shapes = np.stack([g.ravel() for g in grids], axis=1).astype(np.int64)
+    return strides, np.array(radix, dtype=np.int64), sources, shapes
+
+
 class SuffixSearch:
     """Bottom-up fronts for one :class:`~fusemap.mapper.tiling.TemplateTiler`."""
 
-    def __init__(self, tiler, cache: dict):
+    def __init__(self, tiler, cache: FrontCache):
         self.tiler = tiler
-        self.cache = cache
+        self.cache = cache.fronts
         self.n = len(tiler.t.holders)
-        radix = [len(c) for c in tiler.cands]
-        self.strides = np.cumprod([1] + radix[::-1][:-1])[::-1].astype(np.int64)
-        self.radix = np.array(radix, dtype=np.int64)
-        # Per variable: for each candidate index, the candidate indices whose options
-        # (loops one gap may add) include it: the sources of a closure step.
-        self.sources: list[tuple[np.ndarray, np.ndarray]] = []
-        for k, (offsets, values) in enumerate(tiler.options):
-            lists: list[list[int]] = [[] for _ in tiler.cands[k]]
-            for c in range(len(tiler.cands[k])):
-                for v in values[offsets[c] : offsets[c + 1]]:
-                    lists[int(tiler.index_of[k][v])].append(c)
-            off = np.cumsum([0] + [len(x) for x in lists]).astype(np.int64)
-            flat = np.array([c for x in lists for c in x], dtype=np.int64)
-            self.sources.append((off, flat))
+        key = (tuple(int(b) for b in tiler.bounds), tuple(tiler.imperfect))
+        if key not in cache.axes:  # the same for every template of the Einsum
+            cache.axes[key] = _axes(tiler)
+        self.strides, self.radix, self.sources, self.shapes = cache.axes[key]
         self.depth_cols = {int(k) for cols in tiler.depth_cols.values() for k in cols}
         self._cols: dict[int, list[int]] = {}
         self.evaluated = 0
@@ -89,6 +107,8 @@ class SuffixSearch:
 
     def decode(self, state: np.ndarray) -> np.ndarray:
         """Tile sizes (R, V) of encoded tile shapes."""
+        if self.shapes is not None:
+            return self.shapes[state]
         out = np.empty((len(state), len(self.radix)), dtype=np.int64)
         for k, c in enumerate(self.tiler.cands):
             out[:, k] = c[(state // self.strides[k]) % self.radix[k]]
@@ -101,6 +121,10 @@ class SuffixSearch:
         if key not in self.cache:
             self.cache[key] = self._build(j)
         return self.cache[key]
+
+    def keys(self) -> list[tuple]:
+        """The fronts :meth:`meet` builds or reuses (fused node to compute leaf)."""
+        return [self._key(j) for j in range(self.tiler.p_max, self.n + 1)]
 
     def _key(self, j: int) -> tuple:
         x = self.tiler
@@ -177,9 +201,12 @@ class SuffixSearch:
             if (j, v) in x.t.blocked or not x._useful(j, v):
                 continue
             state, rows = self._close(state, k)
+            # A closure step moves rows to other tile shapes but leaves their criteria
+            # (so their fit) as they were: prune each moved row against its source's
+            # criteria, and copy only the survivors.
+            keep = pareto_mask(state, crit[:, self._compared(j + 1)], rows)
+            state, rows = state[keep], rows[keep]
             crit, mstate, child = crit[rows], mstate[rows], child[rows]
-            keep = self._fit_and_prune(state, crit, j + 1)
-            state, crit, mstate, child = state[keep], crit[keep], mstate[keep], child[keep]
         here = self.decode(state)
         h = {v: here[:, k] for k, v in enumerate(x.vars)}
         for node in x.nodes:
@@ -264,7 +291,33 @@ class SuffixSearch:
         return out
 
 
-def stages_below_fused_node(tiler: TemplateTiler, prev: Stage | None, cache: dict) -> list[Stage]:
+class FrontCache:
+    """Fronts shared between the templates of one search. Each is dropped once the last
+    template that needs it is done: the live fronts stay small (GPT-3's Q: 60 MB at
+    most), all of them would not (830 MB)."""
+
+    def __init__(self, tilers: list[TemplateTiler]):
+        self.fronts: dict[tuple, Front] = {}
+        self.axes: dict[tuple, tuple] = {}
+        self._keys: dict[int, list[tuple]] = {}
+        self._uses: Counter[tuple] = Counter()
+        for i, tiler in enumerate(tilers):
+            if SuffixSearch.applies(tiler):
+                self._keys[i] = SuffixSearch(tiler, self).keys()
+                self._uses.update(self._keys[i])
+
+    def done(self, i: int) -> None:
+        """Template ``i`` needs no front any more."""
+        for key in self._keys.pop(i, []):
+            self._uses[key] -= 1
+            if self._uses[key] == 0:
+                del self._uses[key]
+                self.fronts.pop(key, None)
+
+
+def stages_below_fused_node(
+    tiler: TemplateTiler, prev: Stage | None, cache: FrontCache
+) -> list[Stage]:
     """The stages from the deepest fused node down, searched bottom-up and met with the
     prefix rows ``prev`` (what :meth:`TemplateTiler.stage` would give, much faster)."""
     search = SuffixSearch(tiler, cache)
