@@ -191,11 +191,17 @@ def _pieces(j, order, table, workload, arch, accessors, memories) -> list[_Piece
     info = workload.einsum(order[j])
     multi = sorted(t for t in info.tensors if len(accessors[t]) > 1)
     levels = _copy_levels(table, multi)  # (tensors, rows)
-    by_seq: dict[int, list[int]] = {}
-    for i, s in enumerate(fusion.seq):
-        by_seq.setdefault(int(s), []).append(i)
+    # Rows by fused prefix: prefixes in order of first row, each one's rows in order.
+    seqs, first, inverse = np.unique(fusion.seq, return_index=True, return_inverse=True)
+    by_row = np.argsort(inverse.ravel(), kind="stable")
+    cuts = np.cumsum(np.bincount(inverse.ravel(), minlength=len(seqs)))[:-1]
+    rows_of = np.split(by_row, cuts)
+    radix = int(levels.max()) + 1 if levels.size else 1
+    weights = radix ** np.arange(len(multi) - 1, -1, -1, dtype=np.int64)  # first: major
+    bits_of: dict[tuple[str, Compatibility], float] = {}
     out = []
-    for seq, rows in by_seq.items():
+    for k in np.argsort(first, kind="stable"):
+        seq = int(seqs[k])
         compat = {
             c.tensor: c for c in fusion.interner.compatibility(seq, fusion.shared, fusion.top)
         }
@@ -216,24 +222,24 @@ def _pieces(j, order, table, workload, arch, accessors, memories) -> list[_Piece
                 b_next = max(b_next, c.depth)
             if c.backing in memories and (users[0] == j or b_prev < c.depth + 1):
                 # A fused tile is reserved once per run of users sharing the loop below it.
-                bits = _backing_bits(info, t, c, table, arch, workload)
-                adds.append((c.backing, c.depth + 1, bits))
+                if (t, c) not in bits_of:
+                    bits_of[t, c] = _backing_bits(info, t, c, table, arch, workload)
+                adds.append((c.backing, c.depth + 1, bits_of[t, c]))
         if not ok:
             continue
         loops = tuple((t[1], t[2]) for t in fusion.interner.prefixes[seq] if t[0] == "loop")
-        rows_arr = np.array(rows, dtype=np.int64)
+        rows_arr = rows_of[k]
         # Rows whose own copies of tensors used elsewhere sit on different open levels
-        # join differently: one piece per pattern.
+        # join differently: one piece per pattern (patterns in lexicographic order).
         deepest = max(b_prev, b_next)
         pattern = levels[:, rows_arr]
         pattern = np.where(pattern <= deepest, pattern, 0)
         if pattern.any():
-            uniq, inverse = np.unique(pattern, axis=1, return_inverse=True)
-            inverse = inverse.ravel()
-            by = np.argsort(inverse, kind="stable")  # rows of each pattern, in order
-            cuts = np.cumsum(np.bincount(inverse, minlength=uniq.shape[1]))[:-1]
-            parts = np.split(rows_arr[by], cuts)
-            split = [(uniq[:, k], part) for k, part in enumerate(parts)]
+            _, which = np.unique(weights @ pattern, return_inverse=True)
+            which = which.ravel()
+            by = np.argsort(which, kind="stable")  # rows of each pattern, in order
+            starts = np.cumsum(np.bincount(which))[:-1]
+            split = [(pattern[:, part[0]], rows_arr[part]) for part in np.split(by, starts)]
         else:
             split = [(np.zeros(len(multi), dtype=np.int64), rows_arr)]
         for pat, idx in split:
