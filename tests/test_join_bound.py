@@ -13,7 +13,8 @@ import pytest
 from fusemap.examples import example_path
 from fusemap.mapper import ffm
 from fusemap.mapper.ffm import map_workload
-from fusemap.mapper.join import Bound, _Group
+from fusemap.mapper.join import Bound
+from fusemap.mapper.join_rows import Group
 from fusemap.spec.spec import load_spec
 
 
@@ -66,7 +67,7 @@ def test_clean_pass_drops_rows(tables_once):
 
 
 def test_bound_keeps_exactly_the_rows_that_can_still_win():
-    g = _Group(
+    g = Group(
         np.array([1.0, 5.0, 9.0]),
         np.array([4.0, 2.0, 1.0]),
         np.zeros((3, 1), dtype=np.int64),

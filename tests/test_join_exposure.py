@@ -112,7 +112,7 @@ def test_model_counts_a_copy_followed_by_another_copy_unlowered(tiny_arch):
 
 
 def _piece(b_prev, b_next, exposed) -> _Piece:
-    return _Piece(None, {}, b_prev, b_next, (), {}, [], exposed)  # type: ignore[arg-type]
+    return _Piece(None, {}, b_prev, b_next, (), [], exposed)  # type: ignore[arg-type]
 
 
 class _Wl:

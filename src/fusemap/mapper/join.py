@@ -39,6 +39,7 @@ from ..model.reuse import projection_terms
 from ..spec.arch_eval import ArchEvaluator
 from ..spec.resolve import WorkloadInfo
 from .dependencies import EMPTY, FusionRules, State
+from .join_rows import Group, concat, join_pairs
 from .pareto import pareto_mask
 from .pmappings import PmappingTable
 from .prefix import Compatibility
@@ -59,29 +60,10 @@ class _Piece:
     b_prev: int  # loops shared with the previous Einsum
     b_next: int  # loops shared with the next Einsum
     loops: tuple[tuple[str, int], ...]  # the fused prefix's loops, root first
-    private: dict[str, np.ndarray]  # memory -> (rows, K+1) reservations by depth
     shared_adds: list[tuple[str, int, float]]  # (memory, level, bits) of fused backings
     exposed: dict[str, int] = field(default_factory=dict)
     """Tensor used by another Einsum -> shallowest open level ``e + 1`` of a copy of it
     kept under ``e`` loops (levels deeper than ``max(b_prev, b_next)`` left out)."""
-
-
-@dataclass
-class _Group:
-    """Partial mappings with the same live compatibility."""
-
-    energy: np.ndarray
-    latency: np.ndarray
-    picks: np.ndarray  # (R, j) row of each joined Einsum's table
-    S: dict[str, np.ndarray]  # memory -> (R, b) live sums per open level 1..b
-    C: dict[str, np.ndarray]  # memory -> (R, b+1) closed peaks per level 0..b
-
-    def take(self, keep: np.ndarray) -> _Group:
-        """The rows ``keep``."""
-        return _Group(
-            self.energy[keep], self.latency[keep], self.picks[keep],
-            {m: v[keep] for m, v in self.S.items()}, {m: v[keep] for m, v in self.C.items()},
-        )  # fmt: skip
 
 
 @dataclass
@@ -132,8 +114,8 @@ def join(
     accessors = {t: [i for i, e in enumerate(order) if t in workload.einsum(e).tensors]
                  for t in workload.tensors}  # fmt: skip
     stats = JoinStats()
-    groups: dict[tuple[Key, State, Exposure], _Group] = {
-        ((), EMPTY, ()): _Group(
+    groups: dict[tuple[Key, State, Exposure], Group] = {
+        ((), EMPTY, ()): Group(
             np.zeros(1), np.zeros(1), np.zeros((1, 0), dtype=np.int64),
             {m: np.zeros((1, 0)) for m in memories}, {m: np.zeros((1, 1)) for m in memories},
         )
@@ -148,8 +130,8 @@ def join(
         earlier = sorted(t for t in fusion.shared if accessors[t][0] < j)
         for p in pieces:
             by_match.setdefault(tuple(p.compat[t] for t in earlier), []).append(p)
-        out: dict[tuple[Key, State, Exposure], list[_Group]] = {}
-        pairs = joined_rows = 0
+        pairs: list[tuple[Group, _Piece]] = []
+        dest: list[tuple[Key, State, Exposure]] = []
         for (key, state, exposure), g in groups.items():
             live = {c.tensor: c for c in key}
             if any(t not in live for t in earlier):
@@ -161,21 +143,20 @@ def join(
                 nexposure = _exposed(exposure, p, j, order, workload, accessors)
                 if nexposure is None:
                     continue  # a copy of a tensor on another user's path (module doc)
-                pairs += 1
-                new = _join_one(g, p, tables[name], memories)
-                joined_rows += len(g.energy) * len(p.rows)
-                if new is None:
-                    continue
-                nkey = _live_key(live, p.compat, j, accessors)
-                out.setdefault((nkey, nstate, nexposure), []).append(new)
-        groups = {k: _prune(_concat(v), objective, epsilon) for k, v in out.items()}
+                pairs.append((g, p))
+                dest.append((_live_key(live, p.compat, j, accessors), nstate, nexposure))
+        out: dict[tuple[Key, State, Exposure], list[Group]] = {}
+        for to, new in zip(dest, join_pairs(pairs, tables[name], memories), strict=True):
+            if new is not None:
+                out.setdefault(to, []).append(new)
+        groups = {k: _prune(concat(v), objective, epsilon) for k, v in out.items()}
         if bound is not None:
             before = sum(len(g.energy) for g in groups.values())
             groups = {k: g for k, g in ((k, bound.keep(g, j)) for k, g in groups.items()) if g}
             stats.rows_bounded.append(before - sum(len(g.energy) for g in groups.values()))
         stats.groups.append(len(groups))
-        stats.group_pairs.append(pairs)
-        stats.rows_joined.append(joined_rows)
+        stats.group_pairs.append(len(pairs))
+        stats.rows_joined.append(sum(len(g.energy) * len(p.rows) for g, p in pairs))
         stats.rows_kept.append(sum(len(g.energy) for g in groups.values()))
     final = groups.get(((), EMPTY, ()))
     if final is None:
@@ -243,9 +224,8 @@ def _pieces(j, order, table, workload, arch, accessors, memories) -> list[_Piece
         else:
             split = [(np.zeros(len(multi), dtype=np.int64), rows_arr)]
         for pat, idx in split:
-            private = {m: b[idx] for m, b in fusion.buckets.items() if m in memories}
             exposed = {t: int(e) for t, e in zip(multi, pat, strict=True) if e > 0}
-            out.append(_Piece(idx, compat, b_prev, b_next, loops, private, adds, exposed))
+            out.append(_Piece(idx, compat, b_prev, b_next, loops, adds, exposed))
     return out
 
 
@@ -372,73 +352,7 @@ def _live_key(live: dict, compat: dict, j: int, accessors: dict) -> Key:
     return tuple(sorted(keep, key=lambda c: c.tensor))
 
 
-def _join_one(g: _Group, p: _Piece, table, memories):
-    """Every partial mapping of ``g`` with every row of ``p``; None if nothing fits."""
-    n1, n2 = len(g.energy), len(p.rows)
-    left = np.repeat(np.arange(n1), n2)
-    right = np.tile(np.arange(n2), n1)
-    rows = p.rows[right]
-    energy = g.energy[left] + table.energy[rows]
-    latency = g.latency[left] + table.latency[rows]
-    ok = np.ones(len(left), dtype=bool)
-    S: dict[str, np.ndarray] = {}
-    C: dict[str, np.ndarray] = {}
-    b, b2 = p.b_prev, p.b_next
-    top = max(b, b2)
-    for m, size in memories.items():
-        s = np.zeros((len(left), top))
-        c = np.zeros((len(left), top + 1))
-        s[:, :b] = g.S[m][left]
-        c[:, : b + 1] = g.C[m][left]
-        own = np.zeros(len(left))
-        if m in p.private:
-            buckets = p.private[m][right]
-            d = min(top, buckets.shape[1] - 1)
-            s[:, :d] += buckets[:, :d]
-            own += buckets[:, d:].sum(axis=1)
-        for mem, level, bits in p.shared_adds:
-            if mem == m:
-                if level <= top:
-                    s[:, level - 1] += bits
-                else:
-                    own += bits
-        peak = own
-        for e in range(top, b2, -1):
-            peak = s[:, e - 1] + np.maximum(c[:, e], peak)
-        c[:, b2] = np.maximum(c[:, b2], peak)
-        s, c = s[:, :b2], c[:, : b2 + 1]
-        ok &= _usage(s, c) <= size * (1 + 1e-9)
-        S[m], C[m] = s, c
-    if not ok.any():
-        return None
-    picks = np.concatenate([g.picks[left], rows[:, None]], axis=1)
-    return _Group(
-        energy[ok], latency[ok], picks[ok], {m: v[ok] for m, v in S.items()},
-        {m: v[ok] for m, v in C.items()},
-    )  # fmt: skip
-
-
-def _usage(s: np.ndarray, c: np.ndarray) -> np.ndarray:
-    """Peak usage so far: ``max(C[0], S[1] + max(C[1], S[2] + ...))``."""
-    peak = np.zeros(len(c))
-    for e in range(s.shape[1], 0, -1):
-        peak = s[:, e - 1] + np.maximum(c[:, e], peak)
-    return np.maximum(c[:, 0], peak)
-
-
-def _concat(groups: list[_Group]) -> _Group:
-    if len(groups) == 1:
-        return groups[0]
-    return _Group(
-        np.concatenate([g.energy for g in groups]),
-        np.concatenate([g.latency for g in groups]),
-        np.concatenate([g.picks for g in groups]),
-        {m: np.concatenate([g.S[m] for g in groups]) for m in groups[0].S},
-        {m: np.concatenate([g.C[m] for g in groups]) for m in groups[0].C},
-    )
-
-
-def _prune(g: _Group, objective: str, epsilon: float = 0.0) -> _Group:
+def _prune(g: Group, objective: str, epsilon: float = 0.0) -> Group:
     """Pareto-optimal partial mappings of one group (objectives and open reservations;
     ``C[0]`` is left out: the future only takes a maximum with it). With ``epsilon``,
     criteria are first rounded up to powers of ``1 + epsilon`` (ε-pruning)."""
@@ -477,7 +391,7 @@ class Bound:
         rest_l = np.cumsum(lat[::-1])[::-1][1:]
         return cls(objective, best, rest_e, rest_l)
 
-    def keep(self, g: _Group, j: int) -> _Group | None:
+    def keep(self, g: Group, j: int) -> Group | None:
         """The rows of ``g`` (after Einsum ``j``) that may still reach the optimum."""
         energy = g.energy + self.rest_energy[j]
         latency = g.latency + self.rest_latency[j]

@@ -1,0 +1,154 @@
+"""The row arithmetic of one join step: partial mappings times pmappings, reservations
+consolidated by loop level, capacity checked (see :mod:`fusemap.mapper.join`).
+
+A step pairs many groups of partial mappings with many pieces of the next Einsum's
+table, most of them a row or two each (GPT-3: 47,000 pairs, median 1 x 1). So the pairs
+of one step are joined together, in batches of pairs with the same loop levels, and
+their rows split back per pair afterwards; every pair's rows, and every value, are those
+of joining it alone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+
+@dataclass
+class Group:
+    """Partial mappings with the same live compatibility."""
+
+    energy: np.ndarray
+    latency: np.ndarray
+    picks: np.ndarray  # (R, j) row of each joined Einsum's table
+    S: dict[str, np.ndarray]  # memory -> (R, b) live sums per open level 1..b
+    C: dict[str, np.ndarray]  # memory -> (R, b+1) closed peaks per level 0..b
+
+    def take(self, keep: np.ndarray | slice) -> Group:
+        """The rows ``keep``."""
+        return Group(
+            self.energy[keep], self.latency[keep], self.picks[keep],
+            {m: v[keep] for m, v in self.S.items()}, {m: v[keep] for m, v in self.C.items()},
+        )  # fmt: skip
+
+
+class PieceLike(Protocol):
+    """What joining needs of a piece (:class:`fusemap.mapper.join._Piece`)."""
+
+    rows: np.ndarray
+    b_prev: int
+    b_next: int
+    shared_adds: list[tuple[str, int, float]]
+
+
+def join_pairs(
+    pairs: list[tuple[Group, PieceLike]], table, memories: dict[str, float]
+) -> list[Group | None]:
+    """Per pair (group, piece): every partial mapping of the group with every row of the
+    piece (group rows major), within every memory; None if nothing fits."""
+    out: list[Group | None] = [None] * len(pairs)
+    batches: dict[tuple[int, int], list[int]] = {}
+    for i, (_, p) in enumerate(pairs):
+        batches.setdefault((p.b_prev, p.b_next), []).append(i)
+    for (b, b2), members in batches.items():
+        for i, group in zip(members, _join_batch([pairs[i] for i in members], b, b2, table,
+                                                 memories), strict=True):  # fmt: skip
+            out[i] = group
+    return out
+
+
+def _join_batch(pairs, b: int, b2: int, table, memories) -> list[Group | None]:
+    """Pairs whose pieces all share ``b`` loops with the previous Einsum and ``b2`` with
+    the next one."""
+    # The distinct groups, stacked once.
+    slot: dict[int, int] = {}
+    groups: list[Group] = []
+    for g, _ in pairs:
+        if id(g) not in slot:
+            slot[id(g)] = len(groups)
+            groups.append(g)
+    g_start = np.cumsum([0] + [len(g.energy) for g in groups])[:-1]
+    stacked = concat(groups)
+    n1 = np.array([len(g.energy) for g, _ in pairs], dtype=np.int64)
+    n2 = np.array([len(p.rows) for _, p in pairs], dtype=np.int64)
+    p_rows = np.concatenate([p.rows for _, p in pairs]).astype(np.int64)
+    p_start = np.cumsum(n2) - n2
+    size = n1 * n2
+    pair = np.repeat(np.arange(len(pairs)), size)  # pair of each joined row
+    within = np.arange(len(pair)) - np.repeat(np.cumsum(size) - size, size)
+    left = g_start[[slot[id(g)] for g, _ in pairs]][pair] + within // n2[pair]
+    rows = p_rows[p_start[pair] + within % n2[pair]]
+    energy = stacked.energy[left] + table.energy[rows]
+    latency = stacked.latency[left] + table.latency[rows]
+    ok = np.ones(len(pair), dtype=bool)
+    S: dict[str, np.ndarray] = {}
+    C: dict[str, np.ndarray] = {}
+    top = max(b, b2)
+    buckets = table.fusion.buckets
+    n_adds = max(len(p.shared_adds) for _, p in pairs)
+    for m, capacity in memories.items():
+        s = np.zeros((len(pair), top))
+        c = np.zeros((len(pair), top + 1))
+        s[:, :b] = stacked.S[m][left]
+        c[:, : b + 1] = stacked.C[m][left]
+        own = np.zeros(len(pair))
+        if m in buckets:  # the pmappings' private reservations by loop depth
+            private = buckets[m][rows]
+            d = min(top, private.shape[1] - 1)
+            s[:, :d] += private[:, :d]
+            own += private[:, d:].sum(axis=1)
+        for q in range(n_adds):  # fused backing tiles, in each piece's order
+            level = np.zeros(len(pairs), dtype=np.int64)
+            bits = np.zeros(len(pairs))
+            for k, (_, p) in enumerate(pairs):
+                if q < len(p.shared_adds) and p.shared_adds[q][0] == m:
+                    level[k], bits[k] = p.shared_adds[q][1], p.shared_adds[q][2]
+            if not bits.any():
+                continue
+            lv, bt = level[pair], bits[pair]
+            inside = (lv >= 1) & (lv <= top)
+            hit = np.flatnonzero(inside)
+            s[hit, lv[hit] - 1] += bt[hit]
+            own += np.where(inside, 0.0, bt)
+        peak = own
+        for e in range(top, b2, -1):
+            peak = s[:, e - 1] + np.maximum(c[:, e], peak)
+        c[:, b2] = np.maximum(c[:, b2], peak)
+        s, c = s[:, :b2], c[:, : b2 + 1]
+        ok &= usage(s, c) <= capacity * (1 + 1e-9)
+        S[m], C[m] = s, c
+    kept = np.flatnonzero(ok)
+    joined = Group(
+        energy[kept], latency[kept],
+        np.concatenate([stacked.picks[left[kept]], rows[kept, None]], axis=1),
+        {m: v[kept] for m, v in S.items()}, {m: v[kept] for m, v in C.items()},
+    )  # fmt: skip
+    counts = np.bincount(pair[kept], minlength=len(pairs))
+    ends = np.cumsum(counts)
+    return [
+        joined.take(slice(end - n, end)) if n else None
+        for n, end in zip(counts.tolist(), ends.tolist(), strict=True)
+    ]
+
+
+def usage(s: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """Peak usage so far: ``max(C[0], S[1] + max(C[1], S[2] + ...))``."""
+    peak = np.zeros(len(c))
+    for e in range(s.shape[1], 0, -1):
+        peak = s[:, e - 1] + np.maximum(c[:, e], peak)
+    return np.maximum(c[:, 0], peak)
+
+
+def concat(groups: list[Group]) -> Group:
+    """The rows of all ``groups``, in order."""
+    if len(groups) == 1:
+        return groups[0]
+    return Group(
+        np.concatenate([g.energy for g in groups]),
+        np.concatenate([g.latency for g in groups]),
+        np.concatenate([g.picks for g in groups]),
+        {m: np.concatenate([g.S[m] for g in groups]) for m in groups[0].S},
+        {m: np.concatenate([g.C[m] for g in groups]) for m in groups[0].C},
+    )
