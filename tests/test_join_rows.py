@@ -1,5 +1,6 @@
-"""Joining a step's pairs in batches gives, pair by pair, what joining each alone gives
-(:func:`fusemap.mapper.join_rows.join_pairs`), and the capacity rule on a hand case."""
+"""Joining a step's pairs in batches gives, destination by destination, what joining the
+pairs one by one gives (:func:`fusemap.mapper.join_rows.join_pairs`), and the capacity
+rule on a hand case."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from fusemap.mapper.join_rows import Group, join_pairs
+from fusemap.mapper.join_rows import Group, concat, join_pairs
 
 MEMORIES = {"GB": 100.0, "LB": 30.0}
 K = 4  # private reservation columns per pmapping (levels 0..K-1 and below every one)
@@ -52,19 +53,23 @@ def test_batches_equal_pairs_joined_alone(seed):
         ]
         rows = rng.choice(40, size=int(rng.integers(1, 4)), replace=False)
         pairs.append((by_b[b][int(rng.integers(0, 3))], Piece(rows, b, b2, adds)))
-    together = join_pairs(pairs, table, MEMORIES)
-    fitted = 0
-    for pair, got in zip(pairs, together, strict=True):
-        alone = join_pairs([pair], table, MEMORIES)[0]
-        assert (got is None) == (alone is None)
-        if got is None:
-            continue
-        fitted += 1
-        assert np.array_equal(got.energy, alone.energy)
-        assert np.array_equal(got.picks, alone.picks)
+    # A destination group's live tensors fix the loops it shares with the next Einsum.
+    dest = [(p.b_next, int(rng.integers(0, 3))) for _, p in pairs]
+    together = join_pairs(pairs, dest, table, MEMORIES)
+    expected: dict[tuple, list[Group]] = {}  # pair by pair, appended to its destination
+    for pair, to in zip(pairs, dest, strict=True):
+        alone = join_pairs([pair], [to], table, MEMORIES)
+        if alone:
+            expected.setdefault(to, []).append(alone[to])
+    assert list(together) == list(expected)  # same destinations, in the same order
+    assert together, "the case is not vacuous"
+    for to, parts in expected.items():
+        want, got = concat(parts), together[to]
+        assert np.array_equal(got.energy, want.energy)
+        assert np.array_equal(got.latency, want.latency)
+        assert np.array_equal(got.picks, want.picks)
         for m in MEMORIES:
-            assert np.array_equal(got.S[m], alone.S[m]) and np.array_equal(got.C[m], alone.C[m])
-    assert fitted  # the case is not vacuous
+            assert np.array_equal(got.S[m], want.S[m]) and np.array_equal(got.C[m], want.C[m])
 
 
 def test_fused_tile_below_the_next_einsum_closes_into_the_peak():
@@ -81,8 +86,7 @@ def test_fused_tile_below_the_next_einsum_closes_into_the_peak():
         fusion=SimpleNamespace(buckets={"LB": np.array([[0.0, 7.0]])}),
     )  # fmt: skip
     piece = Piece(np.array([0]), 1, 0, [("LB", 1, 4.0)])
-    (got,) = join_pairs([(group, piece)], table, {"LB": 23.0})
-    assert got is not None
+    got = join_pairs([(group, piece)], ["next"], table, {"LB": 23.0})["next"]
     assert got.C["LB"].tolist() == [[23.0]] and got.S["LB"].shape == (1, 0)
     assert got.energy.tolist() == [1.5] and got.picks.tolist() == [[3, 0]]
-    assert join_pairs([(group, piece)], table, {"LB": 22.0}) == [None]
+    assert join_pairs([(group, piece)], ["next"], table, {"LB": 22.0}) == {}

@@ -39,7 +39,7 @@ from ..model.reuse import projection_terms
 from ..spec.arch_eval import ArchEvaluator
 from ..spec.resolve import WorkloadInfo
 from .dependencies import EMPTY, FusionRules, State
-from .join_rows import Group, concat, join_pairs
+from .join_rows import Group, join_pairs
 from .pareto import pareto_mask
 from .pmappings import PmappingTable
 from .prefix import Compatibility
@@ -145,11 +145,7 @@ def join(
                     continue  # a copy of a tensor on another user's path (module doc)
                 pairs.append((g, p))
                 dest.append((_live_key(live, p.compat, j, accessors), nstate, nexposure))
-        out: dict[tuple[Key, State, Exposure], list[Group]] = {}
-        for to, new in zip(dest, join_pairs(pairs, tables[name], memories), strict=True):
-            if new is not None:
-                out.setdefault(to, []).append(new)
-        groups = {k: _prune(concat(v), objective, epsilon) for k, v in out.items()}
+        groups = _prune(join_pairs(pairs, dest, tables[name], memories), objective, epsilon)
         if bound is not None:
             before = sum(len(g.energy) for g in groups.values())
             groups = {k: g for k, g in ((k, bound.keep(g, j)) for k, g in groups.items()) if g}
@@ -172,17 +168,11 @@ def _pieces(j, order, table, workload, arch, accessors, memories) -> list[_Piece
     info = workload.einsum(order[j])
     multi = sorted(t for t in info.tensors if len(accessors[t]) > 1)
     levels = _copy_levels(table, multi)  # (tensors, rows)
-    # Rows by fused prefix: prefixes in order of first row, each one's rows in order.
     seqs, first, inverse = np.unique(fusion.seq, return_index=True, return_inverse=True)
-    by_row = np.argsort(inverse.ravel(), kind="stable")
-    cuts = np.cumsum(np.bincount(inverse.ravel(), minlength=len(seqs)))[:-1]
-    rows_of = np.split(by_row, cuts)
-    radix = int(levels.max()) + 1 if levels.size else 1
-    weights = radix ** np.arange(len(multi) - 1, -1, -1, dtype=np.int64)  # first: major
-    bits_of: dict[tuple[str, Compatibility], float] = {}
-    out = []
-    for k in np.argsort(first, kind="stable"):
-        seq = int(seqs[k])
+    inverse = inverse.ravel()
+    bits_of: dict[tuple, float] = {}  # fused tile bits by tensor, memory and tile shape
+    meta: list[tuple | None] = []  # per fused prefix: its place in the order
+    for seq in seqs.tolist():
         compat = {
             c.tensor: c for c in fusion.interner.compatibility(seq, fusion.shared, fusion.top)
         }
@@ -203,29 +193,33 @@ def _pieces(j, order, table, workload, arch, accessors, memories) -> list[_Piece
                 b_next = max(b_next, c.depth)
             if c.backing in memories and (users[0] == j or b_prev < c.depth + 1):
                 # A fused tile is reserved once per run of users sharing the loop below it.
-                if (t, c) not in bits_of:
-                    bits_of[t, c] = _backing_bits(info, t, c, table, arch, workload)
-                adds.append((c.backing, c.depth + 1, bits_of[t, c]))
-        if not ok:
-            continue
+                tile = (t, c.backing, tuple(sorted(dict(c.loops).items())))  # innermost
+                if tile not in bits_of:
+                    bits_of[tile] = _backing_bits(info, t, c, table, arch, workload)
+                adds.append((c.backing, c.depth + 1, bits_of[tile]))
         loops = tuple((t[1], t[2]) for t in fusion.interner.prefixes[seq] if t[0] == "loop")
-        rows_arr = rows_of[k]
-        # Rows whose own copies of tensors used elsewhere sit on different open levels
-        # join differently: one piece per pattern (patterns in lexicographic order).
-        deepest = max(b_prev, b_next)
-        pattern = levels[:, rows_arr]
-        pattern = np.where(pattern <= deepest, pattern, 0)
-        if pattern.any():
-            _, which = np.unique(weights @ pattern, return_inverse=True)
-            which = which.ravel()
-            by = np.argsort(which, kind="stable")  # rows of each pattern, in order
-            starts = np.cumsum(np.bincount(which))[:-1]
-            split = [(pattern[:, part[0]], rows_arr[part]) for part in np.split(by, starts)]
-        else:
-            split = [(np.zeros(len(multi), dtype=np.int64), rows_arr)]
-        for pat, idx in split:
-            exposed = {t: int(e) for t, e in zip(multi, pat, strict=True) if e > 0}
-            out.append(_Piece(idx, compat, b_prev, b_next, loops, adds, exposed))
+        meta.append((compat, b_prev, b_next, loops, adds) if ok else None)
+    # Rows whose own copies of tensors used elsewhere sit on different open levels join
+    # differently: one piece per (prefix, pattern of those levels, deeper ones left out).
+    deepest = np.array([-1 if m is None else max(m[1], m[2]) for m in meta], dtype=np.int64)
+    row_deepest = deepest[inverse]
+    pattern = np.where(levels <= row_deepest, levels, 0)  # (tensors, rows)
+    radix = int(levels.max()) + 1 if levels.size else 1
+    weights = radix ** np.arange(len(multi) - 1, -1, -1, dtype=np.int64)  # first: major
+    rank = np.empty(len(seqs), dtype=np.int64)  # prefixes in order of their first row
+    rank[np.argsort(first, kind="stable")] = np.arange(len(seqs))
+    key = rank[inverse] * radix ** len(multi) + weights @ pattern
+    rows = np.flatnonzero(row_deepest >= 0)
+    if len(rows) == 0:
+        return []
+    rows = rows[np.argsort(key[rows], kind="stable")]  # each piece's rows stay in order
+    starts = np.flatnonzero(np.diff(key[rows], prepend=-1))
+    out = []
+    for idx in np.split(rows, starts[1:]):
+        compat, b_prev, b_next, loops, adds = meta[inverse[idx[0]]]  # type: ignore[misc]
+        pat = pattern[:, idx[0]].tolist()
+        exposed = {t: e for t, e in zip(multi, pat, strict=True) if e > 0}
+        out.append(_Piece(idx, compat, b_prev, b_next, loops, adds, exposed))
     return out
 
 
@@ -352,23 +346,40 @@ def _live_key(live: dict, compat: dict, j: int, accessors: dict) -> Key:
     return tuple(sorted(keep, key=lambda c: c.tensor))
 
 
-def _prune(g: Group, objective: str, epsilon: float = 0.0) -> Group:
-    """Pareto-optimal partial mappings of one group (objectives and open reservations;
-    ``C[0]`` is left out: the future only takes a maximum with it). With ``epsilon``,
-    criteria are first rounded up to powers of ``1 + epsilon`` (ε-pruning)."""
-    cols = []
-    if objective in ("energy", "edp", "pareto"):
-        cols.append(g.energy[:, None])
-    if objective in ("latency", "edp", "pareto"):
-        cols.append(g.latency[:, None])
-    for m in sorted(g.S):
-        cols += [g.S[m], g.C[m][:, 1:]]
-    crit = np.concatenate(cols, axis=1)
+def _prune(merged: dict[tuple, Group], objective: str, epsilon: float = 0.0) -> dict:
+    """Per key, the Pareto-optimal partial mappings of its group (objectives and open
+    reservations; ``C[0]`` is left out: the future only takes a maximum with it). With
+    ``epsilon``, criteria are first rounded up to powers of ``1 + epsilon`` (ε-pruning).
+    All groups are pruned in one call, their criteria padded with zeros (equal within a
+    group, so they decide nothing)."""
+    blocks = []
+    for g in merged.values():
+        cols = []
+        if objective in ("energy", "edp", "pareto"):
+            cols.append(g.energy[:, None])
+        if objective in ("latency", "edp", "pareto"):
+            cols.append(g.latency[:, None])
+        for m in sorted(g.S):
+            cols += [g.S[m], g.C[m][:, 1:]]
+        blocks.append(np.concatenate(cols, axis=1))
+    if not blocks:
+        return {}
+    width = max(b.shape[1] for b in blocks)
+    crit = np.zeros((sum(len(b) for b in blocks), width))
+    start = 0
+    for b in blocks:
+        crit[start : start + len(b), : b.shape[1]] = b
+        start += len(b)
     if epsilon > 0:
         with np.errstate(divide="ignore"):
             crit = np.where(crit > 0, np.ceil(np.log(crit) / np.log1p(epsilon)), -np.inf)
-    keep = pareto_mask(np.zeros(len(crit), dtype=np.int64), crit)
-    return g.take(keep)
+    sizes = [len(b) for b in blocks]
+    keep = pareto_mask(np.repeat(np.arange(len(blocks)), sizes), crit)
+    ends = np.cumsum(sizes).tolist()
+    return {
+        k: g.take(keep[end - n : end])
+        for (k, g), n, end in zip(merged.items(), sizes, ends, strict=True)
+    }
 
 
 @dataclass

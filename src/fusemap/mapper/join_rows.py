@@ -4,8 +4,8 @@ consolidated by loop level, capacity checked (see :mod:`fusemap.mapper.join`).
 A step pairs many groups of partial mappings with many pieces of the next Einsum's
 table, most of them a row or two each (GPT-3: 47,000 pairs, median 1 x 1). So the pairs
 of one step are joined together, in batches of pairs with the same loop levels, and
-their rows split back per pair afterwards; every pair's rows, and every value, are those
-of joining it alone.
+their rows gathered by destination group afterwards; every row, and every value, is
+what joining the pairs one by one gives, in the same order.
 """
 
 from __future__ import annotations
@@ -44,24 +44,41 @@ class PieceLike(Protocol):
 
 
 def join_pairs(
-    pairs: list[tuple[Group, PieceLike]], table, memories: dict[str, float]
-) -> list[Group | None]:
-    """Per pair (group, piece): every partial mapping of the group with every row of the
-    piece (group rows major), within every memory; None if nothing fits."""
-    out: list[Group | None] = [None] * len(pairs)
+    pairs: list[tuple[Group, PieceLike]], dest: list, table, memories: dict[str, float]
+) -> dict:
+    """Every partial mapping of each pair's group with every row of its piece, within
+    every memory, gathered by destination ``dest[i]`` of pair ``i``: per destination,
+    its pairs' rows in pair order (group rows major), destinations in the order of their
+    first pair with a row that fits (what joining pair by pair and appending gives)."""
     batches: dict[tuple[int, int], list[int]] = {}
     for i, (_, p) in enumerate(pairs):
         batches.setdefault((p.b_prev, p.b_next), []).append(i)
+    by_width: dict[int, list[tuple[np.ndarray, Group]]] = {}
     for (b, b2), members in batches.items():
-        for i, group in zip(members, _join_batch([pairs[i] for i in members], b, b2, table,
-                                                 memories), strict=True):  # fmt: skip
-            out[i] = group
-    return out
+        pair, joined = _join_batch([pairs[i] for i in members], b, b2, table, memories)
+        by_width.setdefault(b2, []).append((np.asarray(members, dtype=np.int64)[pair], joined))
+    slot: dict = {}
+    dest_id = np.array([slot.setdefault(d, len(slot)) for d in dest], dtype=np.int64)
+    keys = list(slot)
+    found: list[tuple[int, object, Group]] = []
+    for parts in by_width.values():
+        pair = np.concatenate([x for x, _ in parts])
+        if len(pair) == 0:
+            continue  # nothing of this width fits
+        rows = concat([g for _, g in parts])
+        order = np.argsort(dest_id[pair] * len(pairs) + pair, kind="stable")
+        pair, rows = pair[order], rows.take(order)
+        ids = dest_id[pair]
+        starts = np.flatnonzero(np.diff(ids, prepend=-1))
+        ends = np.append(starts[1:], len(ids))
+        for a, z in zip(starts.tolist(), ends.tolist(), strict=True):
+            found.append((int(pair[a]), keys[ids[a]], rows.take(slice(a, z))))
+    return {key: g for _, key, g in sorted(found, key=lambda x: x[0])}
 
 
-def _join_batch(pairs, b: int, b2: int, table, memories) -> list[Group | None]:
+def _join_batch(pairs, b: int, b2: int, table, memories) -> tuple[np.ndarray, Group]:
     """Pairs whose pieces all share ``b`` loops with the previous Einsum and ``b2`` with
-    the next one."""
+    the next one: (pair of each row that fits, the rows)."""
     # The distinct groups, stacked once.
     slot: dict[int, int] = {}
     groups: list[Group] = []
@@ -125,12 +142,7 @@ def _join_batch(pairs, b: int, b2: int, table, memories) -> list[Group | None]:
         np.concatenate([stacked.picks[left[kept]], rows[kept, None]], axis=1),
         {m: v[kept] for m, v in S.items()}, {m: v[kept] for m, v in C.items()},
     )  # fmt: skip
-    counts = np.bincount(pair[kept], minlength=len(pairs))
-    ends = np.cumsum(counts)
-    return [
-        joined.take(slice(end - n, end)) if n else None
-        for n, end in zip(counts.tolist(), ends.tolist(), strict=True)
-    ]
+    return pair[kept], joined
 
 
 def usage(s: np.ndarray, c: np.ndarray) -> np.ndarray:
