@@ -75,6 +75,7 @@ class SuffixSearch:
         if key not in cache.axes:  # the same for every template of the Einsum
             cache.axes[key] = _axes(tiler)
         self.strides, self.radix, self.sources, self.shapes = cache.axes[key]
+        self.ids = cache.ids_of(self)  # front ids of nodes p_max..n (keys interned)
         self.depth_cols = {int(k) for cols in tiler.depth_cols.values() for k in cols}
         self._cols: dict[int, list[int]] = {}
         self.evaluated = 0
@@ -117,12 +118,12 @@ class SuffixSearch:
     # ------------------------------------------------------------ fronts
     def front(self, j: int) -> Front:
         """Fronts of node ``j`` for every tile shape that can reach the leaf."""
-        key = self._key(j)
+        key = self.ids[j - self.tiler.p_max]
         if key not in self.cache:
             self.cache[key] = self._build(j)
         return self.cache[key]
 
-    def keys(self) -> list[tuple]:
+    def front_keys(self) -> list[tuple]:
         """The fronts :meth:`meet` builds or reuses (fused node to compute leaf)."""
         return [self._key(j) for j in range(self.tiler.p_max, self.n + 1)]
 
@@ -297,14 +298,24 @@ class FrontCache:
     most), all of them would not (830 MB)."""
 
     def __init__(self, tilers: list[TemplateTiler]):
-        self.fronts: dict[tuple, Front] = {}
+        self.fronts: dict[int, Front] = {}
         self.axes: dict[tuple, tuple] = {}
-        self._keys: dict[int, list[tuple]] = {}
-        self._uses: Counter[tuple] = Counter()
+        self._ids: dict[tuple, int] = {}  # front key -> small id (long tuples hash slowly)
+        self._by_tiler: dict[int, list[int]] = {}
+        self._keys: dict[int, list[int]] = {}
+        self._uses: Counter[int] = Counter()
         for i, tiler in enumerate(tilers):
             if SuffixSearch.applies(tiler):
-                self._keys[i] = SuffixSearch(tiler, self).keys()
+                self._keys[i] = SuffixSearch(tiler, self).ids
                 self._uses.update(self._keys[i])
+
+    def ids_of(self, search: SuffixSearch) -> list[int]:
+        """Front ids of a template's nodes from its deepest fused node down."""
+        got = self._by_tiler.get(id(search.tiler))
+        if got is None:
+            got = [self._ids.setdefault(k, len(self._ids)) for k in search.front_keys()]
+            self._by_tiler[id(search.tiler)] = got
+        return got
 
     def done(self, i: int) -> None:
         """Template ``i`` needs no front any more."""
