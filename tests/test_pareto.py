@@ -81,3 +81,36 @@ def test_rows_point_at_shared_criteria(sources, picks):
             assert (got == _by_definition(groups, crit[rows])).all()
     finally:
         pareto.SMALL_GROUP = saved
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 3), st.integers(0, 2), st.integers(0, 3), st.integers(0, 3)),
+        min_size=1,
+        max_size=30,
+    )
+)
+def test_closure_front_is_expand_then_prune(rows):
+    """A closure step pruned in one pass equals expanding every row to its sources'
+    digits, then pruning per code (two digits: radix 4 below, the closed one above)."""
+    from fusemap.mapper.pareto import closure_front
+
+    # Digit d may move to any digit dividing into it in this toy: sources of d are 0..d.
+    offsets = np.array([0, 1, 3, 6, 10], dtype=np.int64)
+    sources = np.array([0, 0, 1, 0, 1, 2, 0, 1, 2, 3], dtype=np.int64)
+    state = np.array([4 * hi + lo for hi, lo, _, _ in rows], dtype=np.int64)
+    crit = np.array([[a, b] for _, _, a, b in rows], dtype=np.float64)
+    codes, srcs = [], []
+    for i, s in enumerate(state.tolist()):
+        d = s // 4
+        for q in range(offsets[d], offsets[d + 1]):
+            codes.append(s + (int(sources[q]) - d) * 4)
+            srcs.append(i)
+    codes_a, srcs_a = np.array(codes), np.array(srcs)
+    keep = _by_definition(codes_a, crit[srcs_a])
+    head = np.full(16, -1, dtype=np.int64)
+    got_codes, got_rows = closure_front(state, crit, offsets, sources, 4, 4, head)
+    assert got_codes.tolist() == codes_a[keep].tolist()
+    assert got_rows.tolist() == srcs_a[keep].tolist()
+    assert (head == -1).all()  # the scratch is left as found

@@ -231,3 +231,73 @@ def pareto_mask(
     if rows is None:
         rows = np.arange(n, dtype=np.int64)
     return _fronts(groups, crit, np.asarray(rows, dtype=np.int64), top)
+
+
+@numba.njit(cache=True)
+def closure_front(
+    state: np.ndarray,
+    crit: np.ndarray,
+    offsets: np.ndarray,
+    sources: np.ndarray,
+    stride: int,
+    radix: int,
+    head: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """A closure step and its Pareto pruning in one pass, without the expanded rows.
+
+    Row ``i`` (code ``state[i]``, criteria ``crit[i]``) moves to every code whose digit
+    ``(code // stride) % radix`` is one of ``sources[offsets[d]:offsets[d + 1]]`` (``d``:
+    its own digit), in that order; the moved rows, taken in order, are pruned per code as
+    :func:`_fronts` does. Returns the survivors' (codes, source rows), in order.
+    ``head``: scratch of -1 per code, left as found."""
+    n = len(state)
+    k = crit.shape[1]
+    total = 0
+    for i in range(n):
+        d = (state[i] // stride) % radix
+        total += offsets[d + 1] - offsets[d]
+    code = np.empty(total, dtype=np.int64)
+    row = np.empty(total, dtype=np.int64)
+    nxt = np.full(total, -1, dtype=np.int64)
+    keep = np.zeros(total, dtype=np.bool_)
+    t = 0
+    for i in range(n):
+        d = (state[i] // stride) % radix
+        for q in range(offsets[d], offsets[d + 1]):
+            g = state[i] + (sources[q] - d) * stride
+            code[t] = g
+            row[t] = i
+            dominated = False
+            prev = -1
+            j = head[g]
+            while j != -1:
+                rj = row[j]
+                j_le = True
+                i_le = True
+                for c in range(k):
+                    if crit[rj, c] > crit[i, c]:
+                        j_le = False
+                    if crit[i, c] > crit[rj, c]:
+                        i_le = False
+                if j_le:
+                    dominated = True
+                    break
+                following = nxt[j]
+                if i_le:
+                    keep[j] = False
+                    if prev == -1:
+                        head[g] = following
+                    else:
+                        nxt[prev] = following
+                else:
+                    prev = j
+                j = following
+            if not dominated:
+                keep[t] = True
+                nxt[t] = head[g]
+                head[g] = t
+            t += 1
+    for t in range(total):
+        head[code[t]] = -1
+    out = np.flatnonzero(keep)
+    return code[out], row[out]

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .pareto import pareto_mask
+from .pareto import closure_front, pareto_mask
 from .stage import Stage
 from .tiling import TemplateTiler
 
@@ -44,8 +44,8 @@ MAX_SHAPE_TABLE = 1 << 18
 
 def _axes(tiler) -> tuple:
     """Code strides and radices, closure sources per variable (for each candidate index,
-    the candidate indices whose options, the loops one gap may add, include it), and the
-    table of all tile shapes when it is small."""
+    the candidate indices whose options, the loops one gap may add, include it), and,
+    when there are few tile shapes, their table and the closure's scratch."""
     radix = [len(c) for c in tiler.cands]
     strides = np.cumprod([1] + radix[::-1][:-1])[::-1].astype(np.int64)
     sources: list[tuple[np.ndarray, np.ndarray]] = []
@@ -57,11 +57,15 @@ def _axes(tiler) -> tuple:
         off = np.cumsum([0] + [len(x) for x in lists]).astype(np.int64)
         flat = np.array([c for x in lists for c in x], dtype=np.int64)
         sources.append((off, flat))
-    shapes = None
+    shapes = head = None
     if math.prod(radix) <= MAX_SHAPE_TABLE:
         grids = np.meshgrid(*tiler.cands, indexing="ij")  # code order: last variable fastest
         shapes = np.stack([g.ravel() for g in grids], axis=1).astype(np.int64)
-    return strides, np.array(radix, dtype=np.int64), sources, shapes
+        # Closure steps prune in one pass when no tile has many sources (a long list of
+        # rows per tile shape would make the one-pass front quadratic).
+        if max(int(np.diff(off).max()) for off, _ in sources) <= 64:
+            head = np.full(len(shapes), -1, dtype=np.int64)
+    return strides, np.array(radix, dtype=np.int64), sources, shapes, head
 
 
 class SuffixSearch:
@@ -74,7 +78,7 @@ class SuffixSearch:
         key = (tuple(int(b) for b in tiler.bounds), tuple(tiler.imperfect))
         if key not in cache.axes:  # the same for every template of the Einsum
             cache.axes[key] = _axes(tiler)
-        self.strides, self.radix, self.sources, self.shapes = cache.axes[key]
+        self.strides, self.radix, self.sources, self.shapes, self.head = cache.axes[key]
         self.ids = cache.ids_of(self)  # front ids of nodes p_max..n (keys interned)
         self.depth_cols = {int(k) for cols in tiler.depth_cols.values() for k in cols}
         self._cols: dict[int, list[int]] = {}
@@ -201,12 +205,18 @@ class SuffixSearch:
         for k, v in enumerate(x.vars):
             if (j, v) in x.t.blocked or not x._useful(j, v):
                 continue
-            state, rows = self._close(state, k)
             # A closure step moves rows to other tile shapes but leaves their criteria
             # (so their fit) as they were: prune each moved row against its source's
             # criteria, and copy only the survivors.
-            keep = pareto_mask(state, crit[:, self._compared(j + 1)], rows)
-            state, rows = state[keep], rows[keep]
+            compared = np.ascontiguousarray(crit[:, self._compared(j + 1)])
+            if self.head is not None:
+                off, flat = self.sources[k]
+                stride, radix = int(self.strides[k]), int(self.radix[k])
+                state, rows = closure_front(state, compared, off, flat, stride, radix, self.head)
+            else:
+                state, rows = self._close(state, k)
+                keep = pareto_mask(state, compared, rows)
+                state, rows = state[keep], rows[keep]
             crit, mstate, child = crit[rows], mstate[rows], child[rows]
         here = self.decode(state)
         h = {v: here[:, k] for k, v in enumerate(x.vars)}
