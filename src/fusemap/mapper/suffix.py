@@ -25,6 +25,7 @@ import numpy as np
 
 from .pareto import closure_front, pareto_mask
 from .stage import Stage
+from .terms import fill_basis, first_basis
 from .tiling import TemplateTiler
 
 
@@ -80,6 +81,7 @@ class SuffixSearch:
             cache.axes[key] = _axes(tiler)
         self.strides, self.radix, self.sources, self.shapes, self.head = cache.axes[key]
         self.ids = cache.ids_of(self)  # front ids of nodes p_max..n (keys interned)
+        self.tables = cache.tables
         self.depth_cols = {int(k) for cols in tiler.depth_cols.values() for k in cols}
         self._cols: dict[int, list[int]] = {}
         self.evaluated = 0
@@ -118,6 +120,17 @@ class SuffixSearch:
         for k, c in enumerate(self.tiler.cands):
             out[:, k] = c[(state // self.strides[k]) % self.radix[k]]
         return out
+
+    def bases(self, kind: str, tensor: str) -> np.ndarray:
+        """The fill or first basis of ``tensor`` for every tile shape code (once per
+        Einsum: it depends on nothing but the tile shape)."""
+        key = (kind, tensor, len(self.shapes))
+        got = self.tables.get(key)
+        if got is None:
+            sizes = {v: self.shapes[:, k] for k, v in enumerate(self.tiler.vars)}
+            f = fill_basis if kind == "fill" else first_basis
+            got = self.tables[key] = f(self.tiler.info, tensor, sizes)
+        return got
 
     # ------------------------------------------------------------ fronts
     def front(self, j: int) -> Front:
@@ -220,9 +233,15 @@ class SuffixSearch:
             crit, mstate, child = crit[rows], mstate[rows], child[rows]
         here = self.decode(state)
         h = {v: here[:, k] for k, v in enumerate(x.vars)}
+        basis = None
+        if self.shapes is not None:  # counts per tile shape: looked up, not recomputed
+
+            def basis(kind: str, tensor: str) -> np.ndarray:
+                return self.bases(kind, tensor)[state]
+
         for node in x.nodes:
             if node.position == j:
-                x._node_costs(node, h, crit)
+                x._node_costs(node, h, crit, basis)
         if holder.backing and holder.component in x.res_cols:
             x._add_reservation(j, holder, h, h, crit, np.zeros(len(crit), dtype=np.int64))
         keep = self._fit_and_prune(state, crit, j)
@@ -310,6 +329,7 @@ class FrontCache:
     def __init__(self, tilers: list[TemplateTiler]):
         self.fronts: dict[int, Front] = {}
         self.axes: dict[tuple, tuple] = {}
+        self.tables: dict[tuple, np.ndarray] = {}  # count bases per tile shape code
         self._ids: dict[tuple, int] = {}  # front key -> small id (long tuples hash slowly)
         self._by_tiler: dict[int, list[int]] = {}
         self._keys: dict[int, list[int]] = {}

@@ -12,6 +12,7 @@ compute leaf is exactly the Pareto front of the template's complete tile shapes.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from functools import cached_property, lru_cache
 
 import numpy as np
@@ -188,12 +189,23 @@ class TemplateTiler:
         return used
 
     # ------------------------------------------------------------ per-node costs
-    def _node_costs(self, node: NodeTerms, sizes: dict[str, np.ndarray], crit: np.ndarray):
+    def _node_costs(
+        self,
+        node: NodeTerms,
+        sizes: dict[str, np.ndarray],
+        crit: np.ndarray,
+        lookup: Callable[[str, str], np.ndarray] | None = None,
+    ):
+        """Add a node's energy and latency counts to ``crit``. ``lookup(kind, tensor)``,
+        when given, looks the fill or first basis of the rows up instead."""
         bases = {}
         for term in node.terms:
             if term.basis not in bases:
-                f = fill_basis if term.basis == "fill" else first_basis
-                bases[term.basis] = f(self.info, term.tensor, sizes)
+                if lookup is not None:
+                    bases[term.basis] = lookup(term.basis, term.tensor)
+                else:
+                    f = fill_basis if term.basis == "fill" else first_basis
+                    bases[term.basis] = f(self.info, term.tensor, sizes)
             comp = self.comp[term.component]
             if term.action not in comp.actions:
                 continue
