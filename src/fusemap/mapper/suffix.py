@@ -330,6 +330,7 @@ class FrontCache:
         self.fronts: dict[int, Front] = {}
         self.axes: dict[tuple, tuple] = {}
         self.tables: dict[tuple, np.ndarray] = {}  # count bases per tile shape code
+        self._backed: dict[tuple, tuple] = {}
         self._ids: dict[tuple, int] = {}  # front key -> small id (long tuples hash slowly)
         self._by_tiler: dict[int, list[int]] = {}
         self._keys: dict[int, list[int]] = {}
@@ -338,6 +339,16 @@ class FrontCache:
             if SuffixSearch.applies(tiler):
                 self._keys[i] = SuffixSearch(tiler, self).ids
                 self._uses.update(self._keys[i])
+
+    def backed(self, prev: Stage | None, seq: np.ndarray, token: tuple, interner) -> np.ndarray:
+        """The prefix rows' fused prefixes followed by the fused node ``token``. Templates
+        that share the rows above their fused node come one after another: the last
+        answer per token is kept for them."""
+        last = self._backed.get(token)
+        if last is None or last[0] is not prev or last[1] is not seq:
+            extended = interner.extend(seq, [token], np.zeros(len(seq), dtype=np.int64))
+            last = self._backed[token] = (prev, seq, extended)
+        return last[2]
 
     def ids_of(self, search: SuffixSearch) -> list[int]:
         """Front ids of a template's nodes from its deepest fused node down."""
@@ -365,7 +376,7 @@ def stages_below_fused_node(
     sizes, crit, seq, depth = tiler.rows_above(prev)
     holder = tiler.t.holders[tiler.p_max]
     token = (("back", holder.tensor, holder.component),)
-    seq = tiler.interner.extend(seq, [token], np.zeros(len(seq), dtype=np.int64))
+    seq = cache.backed(prev, seq, token, tiler.interner)
     pre, chain, total, new_seq, new_depth = search.meet(sizes, crit, seq, depth)
     stages = []
     for below, mids, parents in search.trail(chain, pre):
