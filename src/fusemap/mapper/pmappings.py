@@ -252,6 +252,7 @@ def generate_pmappings(
     joined = join_memories(workload, arch, config)
     stats = PmappingStats(templates=len(temps))
     interner = PrefixInterner()
+    memo: dict = {}
     tilers = [
         TemplateTiler(
             tmpl,
@@ -265,6 +266,7 @@ def generate_pmappings(
             interner=interner,
             prune=prune,
             join_memories=joined,
+            memo=memo,
         )
         for tmpl in temps
     ]

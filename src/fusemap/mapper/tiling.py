@@ -68,6 +68,7 @@ class TemplateTiler:
         interner: PrefixInterner | None = None,
         prune: bool = True,
         join_memories: frozenset[str] = frozenset(),
+        memo: dict | None = None,
     ):
         self.t, self.info, self.flat, self.scale, self.bits = template, info, flat, scale, bits
         self.fusion = config.fusion
@@ -78,6 +79,7 @@ class TemplateTiler:
         self.join_memories = join_memories if config.fusion else frozenset()
         self.prune = prune
         self.interner = interner or PrefixInterner()
+        self.memo = {} if memo is None else memo  # shared by the tilers of one Einsum
         top = next(c for c in flat.path if c.kind == "memory")
         # Fused backing nodes: shared tensors backed below the top memory.
         self.fused_pos = [
@@ -231,7 +233,26 @@ class TemplateTiler:
         return self.layout.add(f"calls:{comp.name}:{action}"), 1.0
 
     def leaf_costs(self) -> np.ndarray:
-        """Criteria of the compute leaf (tile shape 1 everywhere): a constant per template."""
+        """Criteria of the compute leaf (tile shape 1 everywhere): a constant per template,
+        and the same for every template whose leaf has the same count terms."""
+        n = len(self.t.holders)
+        key = (
+            "leaf",
+            self.t.compute,
+            self.scale,
+            tuple(self.layout.names),
+            tuple(
+                (u.component, u.action, u.tensor, u.basis, u.total, u.per_instance)
+                for node in self.nodes
+                if node.position == n
+                for u in node.terms
+            ),
+        )
+        if key not in self.memo:
+            self.memo[key] = self._leaf_costs()
+        return self.memo[key].copy()
+
+    def _leaf_costs(self) -> np.ndarray:
         crit = np.zeros((1, self.width))
         ones = {v: np.ones(1, dtype=np.int64) for v in self.vars}
         for node in self.nodes:
