@@ -41,7 +41,7 @@ def main() -> None:
     print(f"GPT-3 6.7B on tpu_v4i, objective {args.objective}, {args.jobs} workers")
     print(f"total {total:.1f} s (target < 30 s); phases: "
           + ", ".join(f"{k} {v:.1f} s" for k, v in st.seconds.items()))  # fmt: skip
-    print(f"peak RSS {max(own, kids) / 1024:.0f} MB")
+    print(f"peak RSS {max(own, kids) / 1024:.0f} MB here, {st.peak_mb:.0f} MB in a worker")
     print(f"energy {res.energy:.6g}, latency {res.latency:.6g}")
     print(
         "fused: "

@@ -26,7 +26,8 @@ ARCH = HERE.parent.parent / "shared/corpus/accelforge-examples/arches/tpu_v4i.ya
 
 
 def peak_mb() -> float:
-    """Peak RSS of this process and of its finished workers (MB)."""
+    """Peak RSS of this process and of its finished child processes (MB); the mapper
+    reports its still-running workers' own (``statistics.peak_mb``)."""
     own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     return max(own, kids) / 1024
@@ -56,7 +57,7 @@ def main() -> None:
             fused = f"{len(out.best.fused)} of {n - 1} intermediates"
         print(
             f"{n:>8}{total:>10.2f}{total / n:>10.2f}{st.seconds['pmappings']:>9.2f}"
-            f"{st.seconds['join']:>9.2f}{st.distinct_einsums:>10}{peak_mb():>9.0f}"
+            f"{st.seconds['join']:>9.2f}{st.distinct_einsums:>10}{max(peak_mb(), st.peak_mb):>9.0f}"
             f"{out.best.result.energy:>13.5g}  {fused or '-'}",
             flush=True,
         )

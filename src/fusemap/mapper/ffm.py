@@ -69,6 +69,7 @@ class MapStatistics:
     bounded: list[int] = field(default_factory=list)  # dropped by the dirty join's bound
     dirty_bound: float | None = None  # objective of the dirty join's mapping
     seconds: dict[str, float] = field(default_factory=dict)  # per phase
+    peak_mb: float = 0.0  # peak resident memory of a process generating pmappings
 
     def as_dict(self) -> dict:
         """Plain data, for JSON."""
@@ -351,6 +352,7 @@ def generate_tables(
     for n, table in tables.items():
         stats.pmappings[n] = len(table)
         stats.templates[n] = table.stats.templates
+    stats.peak_mb = max((t.stats.peak_mb for t in made.values()), default=0.0)
     return {e.name: tables[e.name] for e in wl.einsums}
 
 

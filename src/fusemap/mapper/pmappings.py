@@ -8,6 +8,7 @@ turns any row into a LoopTree.
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -37,6 +38,7 @@ class PmappingStats:
     tile_shapes_valid: int = 0  # of those, within every capacity
     pareto: int = 0  # rows of the final table
     seconds: float = 0.0
+    peak_mb: float = 0.0  # peak resident memory of the process that made it, once done
 
     def as_dict(self) -> dict[str, float]:
         """Plain numbers, for JSON."""
@@ -299,6 +301,7 @@ def generate_pmappings(
         table.row[rows] = np.searchsorted(used, table.row[rows])
     stats.pareto = len(table)
     stats.seconds = time.perf_counter() - start
+    stats.peak_mb = _peak_mb()
     table.stats = stats
     return table
 
@@ -402,3 +405,13 @@ def _combine_fused(
     keep = pareto_mask(seq, crit) if prune else np.ones(len(seq), dtype=bool)
     fusion = FusionColumns(seq, buckets, interner, shared, top).take(keep)
     return _kept(einsum, results, (tmpl, row, energy, latency, res), keep, fusion)
+
+
+def _peak_mb() -> float:
+    """Peak resident memory of this process so far, in MB (0 where unknown)."""
+    try:
+        import resource
+    except ImportError:  # not on Unix
+        return 0.0
+    kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return kb / 1024 if sys.platform != "darwin" else kb / 2**20
