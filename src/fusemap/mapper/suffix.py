@@ -124,7 +124,7 @@ class SuffixSearch:
     def bases(self, kind: str, tensor: str) -> np.ndarray:
         """The fill or first basis of ``tensor`` for every tile shape code (once per
         Einsum: it depends on nothing but the tile shape)."""
-        key = (kind, tensor, len(self.shapes))
+        key = (kind, tensor, tuple(self.tiler.imperfect))  # the shapes tabulated
         got = self.tables.get(key)
         if got is None:
             sizes = {v: self.shapes[:, k] for k, v in enumerate(self.tiler.vars)}
