@@ -53,83 +53,104 @@ def _product(loops: list[SpatialLoop]) -> float:
     return float(math.prod(s.trips for s in loops))
 
 
-def node_terms(template: Template, info: EinsumInfo, flat: FlatArch) -> list[NodeTerms]:
-    """Per storage node of the template: its count terms (see the module docstring)."""
+def node_terms(
+    template: Template, info: EinsumInfo, flat: FlatArch, memo: dict | None = None
+) -> list[NodeTerms]:
+    """Per storage node of the template: its count terms (see the module docstring).
+
+    A tensor's terms depend only on its chain (positions and components) and the spatial
+    loops; ``memo`` (one per Einsum and architecture) shares them between templates. The
+    terms are never modified."""
     holders = template.holders
     n = len(holders)
+    out: list[NodeTerms] = []
+    for t in info.tensors:
+        chain = tuple(j for j, h in enumerate(holders) if h.tensor == t) + (n,)
+        comps = tuple(holders[j].component for j in chain[:-1]) + (template.compute,)
+        key = ("terms", t, chain, comps, template.spatial)
+        if memo is not None and key in memo:
+            out += memo[key]
+            continue
+        nodes = _tensor_terms(template, info, flat, t, list(chain), list(comps))
+        if memo is not None:
+            memo[key] = nodes
+        out += nodes
+    return out
+
+
+def _tensor_terms(
+    template: Template, info: EinsumInfo, flat: FlatArch, t: str, chain: list, comps: list
+) -> list[NodeTerms]:
     may_reuse = {(c.name, d.name): d.may_reuse for c in flat for d in c.spatial}
     skip = {c.name: c.skip_initial_output_write for c in flat}
     level = {c.name: i for i, c in enumerate(flat.path)}
     out: list[NodeTerms] = []
-    for t in info.tensors:
-        chain = [j for j, h in enumerate(holders) if h.tensor == t] + [n]
-        comps = [holders[j].component for j in chain[:-1]] + [template.compute]
-        is_output = t in info.outputs
-        copy_output = info.is_copy and is_output
+    is_output = t in info.outputs
+    copy_output = info.is_copy and is_output
 
-        def above(k: int, loops=template.spatial, chain=chain) -> list[SpatialLoop]:
-            return [s for s in loops if s.slot <= chain[k]]
+    def above(k: int, loops=template.spatial, chain=chain) -> list[SpatialLoop]:
+        return [s for s in loops if s.slot <= chain[k]]
 
-        def multicast(k: int, chain=chain, t=t) -> list[SpatialLoop]:
-            if k == 0:
-                return []
-            return [
-                s
-                for s in template.spatial
-                if chain[k - 1] < s.slot <= chain[k]
-                and info.relevance(t, s.var) == "irrelevant"
-                and t in may_reuse.get((s.component, s.dimension), frozenset())
-            ]
+    def multicast(k: int, chain=chain, t=t) -> list[SpatialLoop]:
+        if k == 0:
+            return []
+        return [
+            s
+            for s in template.spatial
+            if chain[k - 1] < s.slot <= chain[k]
+            and info.relevance(t, s.var) == "irrelevant"
+            and t in may_reuse.get((s.component, s.dimension), frozenset())
+        ]
 
-        def mode(component: str) -> list[SpatialLoop]:
-            return [s for s in template.spatial if s.level <= level[component]]
+    def mode(component: str) -> list[SpatialLoop]:
+        return [s for s in template.spatial if s.level <= level[component]]
 
-        def coefficients(k: int, m: list[SpatialLoop], t=t) -> tuple[float, float, float]:
-            """(amount / fill, first / first-basis, ratio) of chain holder k in mode m."""
-            if k == 0:
-                return 0.0, 0.0, 1.0
-            ups = above(k)
-            in_mode = [s for s in ups if s in m]
-            d = _product(in_mode)
-            mc = [s for s in multicast(k) if s not in m]
-            dm = d * _product(mc)
-            e = _product([s for s in in_mode if info.relevance(t, s.var) == "relevant"])
-            up = 1.0
-            for kk in range(1, k):
-                mk = [s for s in multicast(kk) if s not in m]
-                up *= _product(mk)
-            return 1.0 / dm, up / e, dm / d
+    def coefficients(k: int, m: list[SpatialLoop], t=t) -> tuple[float, float, float]:
+        """(amount / fill, first / first-basis, ratio) of chain holder k in mode m."""
+        if k == 0:
+            return 0.0, 0.0, 1.0
+        ups = above(k)
+        in_mode = [s for s in ups if s in m]
+        d = _product(in_mode)
+        mc = [s for s in multicast(k) if s not in m]
+        dm = d * _product(mc)
+        e = _product([s for s in in_mode if info.relevance(t, s.var) == "relevant"])
+        up = 1.0
+        for kk in range(1, k):
+            mk = [s for s in multicast(kk) if s not in m]
+            up *= _product(mk)
+        return 1.0 / dm, up / e, dm / d
 
-        for k in range(1, len(chain)):
-            node = NodeTerms(chain[k], t, comps[k], False)
-            is_compute = k == len(chain) - 1
-            parent = comps[k - 1]
-            sk = is_output and skip.get(comps[k], True) and not (is_compute and copy_output)
-            for comp, role in ((comps[k], "own"), (parent, "parent")):
-                if role == "own" and is_compute:
-                    continue
-                tot = coefficients(k, [])
-                inst = coefficients(k, mode(comp))
-                for action in ("read", "write"):
-                    pair = []
-                    for amount, first, ratio in (tot, inst):
-                        fill = 0.0 if (is_compute and copy_output) else amount
-                        back = amount if is_output else 0.0
-                        skipped = first if sk else 0.0
-                        if role == "own" and action == "write":  # (fills - skips) * ratio
-                            pair.append((fill * ratio, skipped * ratio))
-                        elif role == "own":  # backs * ratio
-                            pair.append((back * ratio, 0.0))
-                        elif action == "write":  # parent receives the write-backs
-                            pair.append((back, 0.0))
-                        else:  # parent sends the fills, minus skipped first reads
-                            pair.append((fill, skipped))
-                    (ft, st), (fi, si) = pair
-                    if ft or fi:
-                        node.terms.append(Term(comp, action, t, "fill", ft, fi))
-                    if st or si:
-                        node.terms.append(Term(comp, action, t, "first", -st, -si))
-            out.append(node)
+    for k in range(1, len(chain)):
+        node = NodeTerms(chain[k], t, comps[k], False)
+        is_compute = k == len(chain) - 1
+        parent = comps[k - 1]
+        sk = is_output and skip.get(comps[k], True) and not (is_compute and copy_output)
+        for comp, role in ((comps[k], "own"), (parent, "parent")):
+            if role == "own" and is_compute:
+                continue
+            tot = coefficients(k, [])
+            inst = coefficients(k, mode(comp))
+            for action in ("read", "write"):
+                pair = []
+                for amount, first, ratio in (tot, inst):
+                    fill = 0.0 if (is_compute and copy_output) else amount
+                    back = amount if is_output else 0.0
+                    skipped = first if sk else 0.0
+                    if role == "own" and action == "write":  # (fills - skips) * ratio
+                        pair.append((fill * ratio, skipped * ratio))
+                    elif role == "own":  # backs * ratio
+                        pair.append((back * ratio, 0.0))
+                    elif action == "write":  # parent receives the write-backs
+                        pair.append((back, 0.0))
+                    else:  # parent sends the fills, minus skipped first reads
+                        pair.append((fill, skipped))
+                (ft, st), (fi, si) = pair
+                if ft or fi:
+                    node.terms.append(Term(comp, action, t, "fill", ft, fi))
+                if st or si:
+                    node.terms.append(Term(comp, action, t, "first", -st, -si))
+        out.append(node)
     return out
 
 

@@ -106,7 +106,7 @@ class TemplateTiler:
             self.cands.append(c)
             self.options.append(options)
             self.index_of.append(lookup)
-        self.nodes = node_terms(template, info, flat)
+        self.nodes = node_terms(template, info, flat, self.memo)
         self.terms = {x: projection_terms(info, x) for x in info.tensors}
         self.comp = {c.name: c for c in flat.path}
         # One column layout per compute unit, so templates can share search stages.
