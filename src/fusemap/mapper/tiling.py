@@ -12,30 +12,22 @@ compute leaf is exactly the Pareto front of the template's complete tile shapes.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from functools import cached_property, lru_cache
+from functools import lru_cache
 
 import numpy as np
 
 from ..model.costs import gated_fraction, total_leak_power
-from ..model.operators import operator_actions
 from ..model.reuse import projection_terms
-from ..spec.arch_eval import ComponentInfo, FlatArch
+from ..spec.arch_eval import FlatArch
 from ..spec.resolve import EinsumInfo
 from .pareto import pareto_mask
 from .prefix import PrefixInterner
 from .space import MapperConfig, Template, candidate_sizes, next_sizes
 from .stage import Layout, Stage
 from .template_result import TemplateResult
-from .terms import (
-    NodeTerms,
-    fill_basis,
-    first_basis,
-    node_terms,
-    reservation_sizes,
-    tile_values,
-)
-from .tile_latency import finish_objectives, finish_template
+from .terms import node_terms, reservation_sizes, tile_values
+from .tile_costs import NodeCosts
+from .tile_latency import finish_template
 
 
 @lru_cache(maxsize=256)
@@ -51,7 +43,7 @@ def _tile_tables(bound: int, imperfect: bool) -> tuple[np.ndarray, tuple, np.nda
     return c, options, lookup
 
 
-class TemplateTiler:
+class TemplateTiler(NodeCosts):
     """Runs the dynamic program for one template."""
 
     def __init__(
@@ -189,94 +181,6 @@ class TemplateTiler:
             key = (s.component, s.dimension)
             used[key] = used.get(key, 1) * s.trips
         return used
-
-    # ------------------------------------------------------------ per-node costs
-    def _node_costs(
-        self,
-        node: NodeTerms,
-        sizes: dict[str, np.ndarray],
-        crit: np.ndarray,
-        lookup: Callable[[str, str], np.ndarray] | None = None,
-    ):
-        """Add a node's energy and latency counts to ``crit``. ``lookup(kind, tensor)``,
-        when given, looks the fill or first basis of the rows up instead."""
-        bases = {}
-        for term in node.terms:
-            if term.basis not in bases:
-                if lookup is not None:
-                    bases[term.basis] = lookup(term.basis, term.tensor)
-                else:
-                    f = fill_basis if term.basis == "fill" else first_basis
-                    bases[term.basis] = f(self.info, term.tensor, sizes)
-            comp = self.comp[term.component]
-            if term.action not in comp.actions:
-                continue
-            vpa = comp.values_per_action(term.action, term.tensor, self.bits[term.tensor])
-            act = comp.actions[term.action]
-            basis = bases[term.basis]
-            if term.total:
-                epa = act.energy_per_action(comp.name)
-                crit[:, 0] += basis * (term.total / vpa * comp.actions_scale * self.scale * epa)
-            if term.per_instance:
-                col, weight = self._latency_column(comp, term.action)
-                if col is not None:
-                    crit[:, col] += basis * (term.per_instance / vpa * weight)
-
-    def _latency_column(self, comp: ComponentInfo, action: str) -> tuple[int | None, float]:
-        """Column and weight of per-instance calls: one column per component when its
-        latency is the default sum of calls / throughput, else one per action."""
-        throughput = comp.actions[action].throughput
-        if comp.node.total_latency is None:
-            if math.isinf(throughput):
-                return None, 0.0
-            return self.layout.add("lat:" + comp.name), 1.0 / throughput
-        return self.layout.add(f"calls:{comp.name}:{action}"), 1.0
-
-    def leaf_costs(self) -> np.ndarray:
-        """Criteria of the compute leaf (tile shape 1 everywhere): a constant per template,
-        and the same for every template whose leaf has the same count terms."""
-        n = len(self.t.holders)
-        key = (
-            "leaf",
-            self.t.compute,
-            self.scale,
-            tuple(self.layout.names),
-            tuple(
-                (u.component, u.action, u.tensor, u.basis, u.total, u.per_instance)
-                for node in self.nodes
-                if node.position == n
-                for u in node.terms
-            ),
-        )
-        if key not in self.memo:
-            self.memo[key] = self._leaf_costs()
-        return self.memo[key].copy()
-
-    def _leaf_costs(self) -> np.ndarray:
-        crit = np.zeros((1, self.width))
-        ones = {v: np.ones(1, dtype=np.int64) for v in self.vars}
-        for node in self.nodes:
-            if node.position == len(self.t.holders):
-                self._node_costs(node, ones, crit)
-        comp = self.comp[self.t.compute]
-        if not self.info.is_copy:
-            ops = float(self.info.operations)
-            for action, n in operator_actions(self.info, comp).items():
-                epa = comp.actions[action].energy_per_action(comp.name)
-                crit[:, 0] += ops * n * comp.actions_scale * self.scale * epa
-        return crit
-
-    def latency_of(self, result: TemplateResult, rows: np.ndarray) -> np.ndarray:
-        """Latency of some of ``result``'s rows, from their latency counts."""
-        crit = np.zeros((len(rows), self.width))
-        for name, values in result.latency_counts.items():
-            crit[:, self.layout.names.index(name)] = values[rows]
-        return finish_objectives(self, crit)[1]
-
-    @cached_property
-    def leaf_energy(self) -> float:
-        """Energy of the compute leaf (a constant of the template)."""
-        return float(self.leaf_costs()[0, 0])
 
     # ------------------------------------------------------------ the search
     def stage_key(self, j: int) -> tuple:
