@@ -29,9 +29,14 @@ def _varying(crit: np.ndarray) -> np.ndarray:
 def _fronts(groups: np.ndarray, crit: np.ndarray, rows: np.ndarray, n_groups: int) -> np.ndarray:
     """One pass in input order, keeping a linked list of the current front per group.
     Row ``i`` has the criteria ``crit[rows[i]]``."""
+    return _fronts_into(groups, crit, rows, np.full(n_groups, -1, dtype=np.int64))
+
+
+@numba.njit(cache=True)
+def _fronts_into(groups: np.ndarray, crit: np.ndarray, rows: np.ndarray, head: np.ndarray):
+    """:func:`_fronts` with the list heads in ``head`` (-1 per group, left as found)."""
     n = len(groups)
     k = crit.shape[1]
-    head = np.full(n_groups, -1, dtype=np.int64)
     nxt = np.full(n, -1, dtype=np.int64)
     keep = np.zeros(n, dtype=np.bool_)
     for i in range(n):
@@ -66,6 +71,8 @@ def _fronts(groups: np.ndarray, crit: np.ndarray, rows: np.ndarray, n_groups: in
             keep[i] = True
             nxt[i] = head[g]
             head[g] = i
+    for i in range(n):
+        head[groups[i]] = -1
     return keep
 
 
@@ -243,7 +250,7 @@ def closure_front(
     radix: int,
     head: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """A closure step and its Pareto pruning in one pass, without the expanded rows.
+    """A closure step and its Pareto pruning, without copying the expanded rows' criteria.
 
     Row ``i`` (code ``state[i]``, criteria ``crit[i]``) moves to every code whose digit
     ``(code // stride) % radix`` is one of ``sources[offsets[d]:offsets[d + 1]]`` (``d``:
@@ -251,53 +258,19 @@ def closure_front(
     :func:`_fronts` does. Returns the survivors' (codes, source rows), in order.
     ``head``: scratch of -1 per code, left as found."""
     n = len(state)
-    k = crit.shape[1]
     total = 0
     for i in range(n):
         d = (state[i] // stride) % radix
         total += offsets[d + 1] - offsets[d]
     code = np.empty(total, dtype=np.int64)
     row = np.empty(total, dtype=np.int64)
-    nxt = np.full(total, -1, dtype=np.int64)
-    keep = np.zeros(total, dtype=np.bool_)
     t = 0
     for i in range(n):
         d = (state[i] // stride) % radix
         for q in range(offsets[d], offsets[d + 1]):
-            g = state[i] + (sources[q] - d) * stride
-            code[t] = g
+            code[t] = state[i] + (sources[q] - d) * stride
             row[t] = i
-            dominated = False
-            prev = -1
-            j = head[g]
-            while j != -1:
-                rj = row[j]
-                j_le = True
-                i_le = True
-                for c in range(k):
-                    if crit[rj, c] > crit[i, c]:
-                        j_le = False
-                    if crit[i, c] > crit[rj, c]:
-                        i_le = False
-                if j_le:
-                    dominated = True
-                    break
-                following = nxt[j]
-                if i_le:
-                    keep[j] = False
-                    if prev == -1:
-                        head[g] = following
-                    else:
-                        nxt[prev] = following
-                else:
-                    prev = j
-                j = following
-            if not dominated:
-                keep[t] = True
-                nxt[t] = head[g]
-                head[g] = t
             t += 1
-    for t in range(total):
-        head[code[t]] = -1
+    keep = _fronts_into(code, crit, row, head)
     out = np.flatnonzero(keep)
     return code[out], row[out]
