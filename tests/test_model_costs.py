@@ -186,8 +186,9 @@ def test_leak_energy_is_leak_power_times_einsum_latency(tmp_path):
     assert gb.energy == pytest.approx(114 + 12)
 
 
-def test_area_and_leak_include_own_and_enclosing_fanouts(tmp_path):
-    # Deliberate difference (a): GlobalBuffer's own spatial fanout (2) multiplies its area.
+def test_area_and_leak_count_enclosing_fanouts_not_their_own(tmp_path):
+    # A component's own spatial fanout is already in its area and leak (the format's
+    # meaning, e.g. tpu_v4i's LocalBuffer); its ancestors' fanouts multiply them.
     a = arch(
         memory(MM),
         memory(GB, area=10, leak_power=1, spatial=[dim("Y", 2)]),
@@ -195,13 +196,28 @@ def test_area_and_leak_include_own_and_enclosing_fanouts(tmp_path):
         compute_unit(MAC, area=7, leak_power=0.5),
     )
     r = run(tmp_path, a, matmul(2, 3, 4), basic_matmul_mapping())
-    assert r.components[GB].area == 10 * 2
-    assert r.components[GB].leak_power == 1 * 2
+    assert r.components[GB].area == 10
+    assert r.components[GB].leak_power == 1
     assert r.components[MAC].area == 7 * 2 * 4
     assert r.components[MAC].leak_power == 0.5 * 2 * 4
-    assert r.area == 10 * 2 + 7 * 8
+    assert r.area == 10 + 7 * 8
     # Not power gateable: all 8 MACs leak for the whole Einsum (latency 24).
     assert r.einsums["Z"].components[MAC].leak_energy == pytest.approx(0.5 * 8 * 24)
+
+
+def test_area_of_a_compute_unit_no_einsum_uses(tmp_path):
+    # The ALU sits above the PE array; no Einsum runs on it, yet it has area (x 2 for
+    # GlobalBuffer's fanout above it).
+    a = arch(
+        memory(MM),
+        memory(GB, spatial=[dim("Y", 2)]),
+        compute_unit("ALU", area=3),
+        container("PE", dim("X", 4)),
+        compute_unit(MAC, area=7),
+    )
+    r = run(tmp_path, a, matmul(2, 3, 4), basic_matmul_mapping())
+    assert r.components["ALU"].area == 3 * 2
+    assert r.area == 3 * 2 + 7 * 8
 
 
 @pytest.mark.parametrize(("gateable", "fraction"), [(True, 2 / 4), (False, 1.0)])

@@ -124,13 +124,16 @@ CASES = {
         [GB, "memory", "toll"],
     ),
     "spatial_moved_below_temporal": (
-        # PE.X is below GlobalBuffer, so the spatial loop written above GB moves down to
-        # the MAC, past the temporal loop over the same n: not allowed.
+        # PE.X is below GlobalBuffer, so for B the spatial loop written above GB moves
+        # down past B's GlobalBuffer node, below the temporal loop over the same n that
+        # stays above that node: the tiles of n would be cut the wrong way round.
         two_level(fanout=2),
         matmul(2, 3, 4),
-        _matmul_nodes(spatial("n", 2), storage(GB, "A", "B", "Z"), loops("n", "m", "k")),
+        _matmul_nodes(
+            spatial("n", 2), temporal("n", 1), storage(GB, "A", "B", "Z"), loops("m", "k")
+        ),
         InvalidMappingError,
-        ["'n'", "PE.X", "!Temporal"],
+        ["'n'", "PE.X", "!Temporal", "B in GlobalBuffer", "line"],
     ),
     "loop_above_split_not_in_every_einsum": (
         two_level(),

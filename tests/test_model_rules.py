@@ -78,16 +78,32 @@ def test_skipped_first_read_of_each_output(tmp_path):
 
 
 def test_skip_initial_output_write_false_on_memory(tmp_path):
+    # A memory with the flag off fetches the initial value of each output tile it holds
+    # and serves initial values to its children: nothing it touches is skipped.
     M, K, N = 2, 3, 4
     a = two_level(gb={"skip_initial_output_write": False})
     r = run(tmp_path, a, matmul(M, K, N), basic_matmul_mapping())
     # The initial fill of Z is fetched from MainMemory: MM reads 8 and the fill is 8 GB writes.
     assert rw(r, MM, "Z") == (M * N, M * N)
     assert r.count(GB, "write", tensor="Z") == M * N + M * K * N  # 8 + 24
-    # The MAC still skips its first reads (that flag is on the compute unit).
-    assert r.count(GB, "read", tensor="Z") == M * N + M * K * N - M * N
+    # GlobalBuffer also sends the MAC the initial value of every output (8 of its 24
+    # operand reads are no longer skipped): 8 write-backs + 24 operand reads.
+    assert r.count(GB, "read", tensor="Z") == M * N + M * K * N
     # MainMemory's energy for Z doubles: 8 (write-backs) -> 16.
     assert r.energy_of(MM, tensor="Z") == 2 * M * N
+
+
+def test_skip_initial_output_write_false_on_the_top_memory(tmp_path):
+    # MainMemory with the flag off reads out the initial values of Z for GlobalBuffer
+    # (8 reads); GlobalBuffer's own flag is on, so it writes only the MAC's results, and
+    # the MAC still skips its first reads from GlobalBuffer.
+    M, K, N = 2, 3, 4
+    a = two_level()
+    a["arch"]["nodes"][0]["skip_initial_output_write"] = False
+    r = run(tmp_path, a, matmul(M, K, N), basic_matmul_mapping())
+    assert rw(r, MM, "Z") == (M * N, M * N)
+    assert r.count(GB, "write", tensor="Z") == M * K * N
+    assert r.count(GB, "read", tensor="Z") == M * N + M * K * N - M * N
 
 
 def test_skip_initial_output_write_false_on_compute(tmp_path):
@@ -286,17 +302,22 @@ def test_spatial_reduction_of_output(tmp_path):
     assert r.einsums["Z"].fanout_usage == {"PE.X": K}
 
 
-def test_spatial_reduction_without_may_reuse_reads_partial_sums(tmp_path):
-    # Deliberate difference (d): every MAC writes its partial sum to GlobalBuffer, and
-    # only the first write of each output element skips its read.
+def test_spatial_reduction_without_may_reuse_writes_every_partial_sum(tmp_path):
+    # Each of the 3 MACs (k split spatially) starts its own partial sums and writes them
+    # to GlobalBuffer; with no reduction network (may_reuse: Nothing) those writes are
+    # all GlobalBuffer sees, as the format defines it. The model says so in a warning.
     M, K, N = 2, 3, 4
     a = two_level(fanout=4, fanout_fields={"may_reuse": "Nothing"})
     r = run(tmp_path, a, matmul(M, K, N), _spatial_k_mapping())
     assert r.count(GB, "write", tensor="Z") == M * K * N  # 24 partial sums
-    skipped = M * N  # not M * N * K as in the reference tool's quirk
-    assert r.count(GB, "read", tensor="Z") == M * N + M * K * N - skipped  # 24
-    # i.e. M*N*(K-1) = 16 partial sums read back, plus 8 write-backs.
-    assert r.count(GB, "read", tensor="Z") - M * N == M * N * (K - 1)
+    skipped = M * N * K  # every instance skips its first read of each of its outputs
+    assert r.count(GB, "read", tensor="Z") == M * N + M * K * N - skipped  # 8 write-backs
+    (warning,) = r.warnings
+    assert "'k'" in warning and "PE.X" in warning and "GlobalBuffer" in warning
+    # With the reduction network the same loop writes each output once, and no warning.
+    r = run(tmp_path, two_level(fanout=4), matmul(M, K, N), _spatial_k_mapping())
+    assert r.count(GB, "write", tensor="Z") == M * N
+    assert r.warnings == []
 
 
 # -- tolls -------------------------------------------------------------------------------------

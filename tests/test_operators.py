@@ -108,7 +108,7 @@ def test_plain_matmul_is_one_compute_per_point_even_with_more_actions(tmp_path):
         ("divide", {"divide": 6}),
         ("subtract", {"compute": 6}),  # no such action: one compute
         ("multiply", {"compute": 6}),
-        ("copy", {}),  # free
+        ("copy", {"compute": 6}),  # one compute, as any Einsum that is not a copy Einsum
     ],
 )
 def test_elementwise_map_operator_charges_its_action(tmp_path, op, expected):
@@ -124,7 +124,7 @@ def test_elementwise_map_operator_charges_its_action(tmp_path, op, expected):
     [
         ("copy", "max", {"max": 6}),  # a running max (LM of cascade 5)
         ("copy", "add", {"add": 6}),  # a sum (SLD)
-        ("copy", "none", {}),
+        ("copy", "none", {"compute": 6}),  # a lone tensor re-read costs one compute
         ("max", "add", {"max": 6, "add": 6}),
         ("multiply", "add", {"compute": 6}),  # the fused MAC
         ("multiply", "max", {"compute": 6, "max": 6}),
@@ -185,6 +185,15 @@ def test_copy_einsum_costs_no_compute(tmp_path):
     )
     r = run(tmp_path, alu(), wl, plain_mapping("A", "Z"))
     assert counts(r) == {}
+
+
+def test_a_unit_may_declare_copies_free(tmp_path):
+    # operators: {copy: {}} -> the 6 points of Z[m, k] = A[m, k] cost nothing; a copy
+    # absorbed by a reduce still costs the reduce (6 points of Z[m] = A[m, k] :: max).
+    r = run(tmp_path, alu({"copy": {}}), row_reduce("copy", "none"), plain_mapping("A", "Z"))
+    assert counts(r) == {}
+    r = run(tmp_path, alu({"copy": {}}), row_reduce("copy", "max"), plain_mapping("A", "Z"))
+    assert counts(r) == {"max": 6}
 
 
 def test_custom_operator_must_be_declared(tmp_path):

@@ -75,7 +75,7 @@ def check(
         for name, nodes in branch_chains(spec.mapping).items():
             flat = evaluator.flat(name, nodes[-1].component)  # type: ignore[attr-defined]
             try:
-                build_chain(nodes, wl.einsum(name), wl, flat)
+                build_chain(nodes, wl.einsum(name), wl, flat, where)
             except FusemapError as err:  # the model does not know where nodes were written
                 raise err.located(where[id(nodes[-1])]) from None
     print_group(check_summary(spec, wl))
@@ -125,7 +125,7 @@ def evaluate(
     """Evaluate a mapping: energy, latency, buffer usage and area."""
     from .model.evaluate import evaluate_mapping
     from .report.io import write_atomic
-    from .report.tables import print_group, result_tables
+    from .report.tables import print_group, print_warnings, result_tables
     from .spec.mapping_check import check_mapping
     from .spec.resolve import resolve_workload
 
@@ -139,6 +139,7 @@ def evaluate(
         raise err.located(spec.locate("mapping")) from None
     if not quiet:
         print_group(result_tables(result))
+    print_warnings(result)
     if json_out:
         write_atomic(json_out, result.dumps() + "\n")
     if plot:

@@ -43,7 +43,7 @@ def map_whole(
     """Map the workload, print the summary, write the files."""
     from ..report.io import write_atomic
     from ..report.render import text_tree
-    from ..report.tables import print_group, result_tables
+    from ..report.tables import print_group, print_warnings, result_tables
 
     outcome = map_with_progress(spec, objective, orders, jobs, epsilon)
     best = outcome.best
@@ -51,6 +51,7 @@ def map_whole(
     echo(f"Optimal mapping ({objective}), Einsum order: {' -> '.join(best.order)}")
     echo(text_tree(best.mapping))
     print_group(result_tables(res))
+    print_warnings(res)
     if best.fused:
         for f in best.fused:
             loops = ", ".join(f"{v}:{n}" for v, n in f.loops) or "none (whole tensor)"

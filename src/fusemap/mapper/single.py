@@ -65,11 +65,12 @@ def map_einsum(
     """Map one Einsum, print the best pmapping and the statistics, write the files."""
     from ..report.io import write_atomic
     from ..report.render import text_tree
-    from ..report.tables import print_group, result_tables
+    from ..report.tables import print_group, print_warnings, result_tables
 
     table, mapping, result = best_pmapping(spec, einsum, objective)
     echo(f"Best pmapping of {einsum} ({objective}):\n" + text_tree(mapping))
     print_group(result_tables(result))
+    print_warnings(result)
     st = table.stats
     echo(
         f"templates {st.templates}, partial tile shapes evaluated {st.tile_shapes_evaluated:,}, "

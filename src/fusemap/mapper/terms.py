@@ -116,16 +116,28 @@ def _tensor_terms(
         dm = d * _product(mc)
         e = _product([s for s in in_mode if info.relevance(t, s.var) == "relevant"])
         up = 1.0
+        shared = list(multicast(k))
         for kk in range(1, k):
             mk = [s for s in multicast(kk) if s not in m]
             up *= _product(mk)
-        return 1.0 / dm, up / e, dm / d
+            shared += multicast(kk)
+        # Each instance of a spatial loop that does not index the tensor starts its own
+        # partial sums (reductions count through ``up``).
+        starts = _product(
+            [
+                s
+                for s in ups
+                if s not in m and s not in shared and info.relevance(t, s.var) != "relevant"
+            ]
+        )
+        return 1.0 / dm, up * starts / e, dm / d
 
     for k in range(1, len(chain)):
         node = NodeTerms(chain[k], t, comps[k], False)
         is_compute = k == len(chain) - 1
         parent = comps[k - 1]
         sk = is_output and skip.get(comps[k], True) and not (is_compute and copy_output)
+        served = sk and skip.get(parent, True)  # the parent serves initial values when off
         for comp, role in ((comps[k], "own"), (parent, "parent")):
             if role == "own" and is_compute:
                 continue
@@ -144,7 +156,7 @@ def _tensor_terms(
                     elif action == "write":  # parent receives the write-backs
                         pair.append((back, 0.0))
                     else:  # parent sends the fills, minus skipped first reads
-                        pair.append((fill, skipped))
+                        pair.append((fill, first if served else 0.0))
                 (ft, st), (fi, si) = pair
                 if ft or fi:
                     node.terms.append(Term(comp, action, t, "fill", ft, fi))

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from ..spec import mapping as M
 from ..spec.errors import InvalidMappingError
-from .chains import Chain, ComputeStep, HolderStep, LoopStep
+from .chains import Chain, ComputeStep, HolderStep, LoopStep, linearize
 from .reuse import tile_counter, tile_values
 
 
@@ -38,17 +38,32 @@ class ReservationInfo:
 
 
 def reservations(chain: Chain) -> list[ReservationInfo]:
-    """The reservations of one chain (one Einsum)."""
-    counter = tile_counter(chain, chain.steps, frozenset())
+    """The reservations of one chain (one Einsum).
+
+    A reservation is placed on the chain as written (lowering stops at any storage
+    node). A spatial loop written above its node whose fanout lies below the node's
+    memory moves below the node in the tensor's view of the chain: the memory then holds
+    the tiles of all the loop's instances at once, so the loop's rank variable spans
+    that many tiles."""
     steps = chain.steps
+    counter = tile_counter(chain, steps, frozenset())
+    written = {id(x): j for j, x in enumerate(steps)}
     out: list[ReservationInfo] = []
     for tensor in chain.einsum.tensors:
+        view = linearize(chain, tensor)
         holders = [(i, s) for i, s in chain.holders(tensor) if not s.toll]
         for k, (i, s) in enumerate(holders):
             r = i + 1
             if k > 0:
                 r = _lowered(chain, steps, i, s)
             sizes = {v: d[0][0] for v, d in counter.dists[r].items()}
+            below = view[next(j for j, x in enumerate(view) if x is s) + 1 :]
+            for x in below:
+                if isinstance(x, LoopStep) and written[id(x)] < i:  # moved below the node
+                    dist = counter.dists[written[id(x)]][x.rank_variable]
+                    trips = max(math.ceil(size / x.tile_shape) for size, _ in dist)
+                    v = x.rank_variable
+                    sizes[v] = min(sizes[v] * trips, chain.einsum.bounds[v])
             values = tile_values(chain, tensor, sizes)
             comp = chain.arch.component(s.component)
             bits = values * comp.value_bits(tensor, chain.workload_bits[tensor])

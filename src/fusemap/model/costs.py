@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from ..spec.arch_eval import ComponentInfo, FlatArch
 from ..spec.errors import ExpressionError, FusemapError, InvalidMappingError
 from ..spec.expressions import ExprObject, evaluate
-from .chains import Chain
+from .chains import Chain, HolderStep, LoopStep, linearize
 from .operators import operator_actions
 from .result import ActionResult, ComponentUse, EinsumResult
 from .reuse import TensorTraffic, count_tensor, fanout_usage, operations
@@ -48,6 +48,7 @@ def einsum_costs(chain: Chain, scale: float) -> EinsumResult:
     modes = _one_modes(chain)
     result = EinsumResult(info.name, compute_unit=chain.compute.component)
     result.fanout_usage = {f"{c}.{d}": float(n) for (c, d), n in used.items()}
+    result.warnings = unreduced_partial_sums(chain, may_reuse)
     totals = {t: _traffic(chain, t, may_reuse, frozenset(), skip) for t in info.tensors}
     per_unit_cache: dict[tuple[frozenset[int], str], TensorTraffic] = {}
     latencies: dict[str, float] = {}
@@ -104,6 +105,38 @@ def einsum_costs(chain: Chain, scale: float) -> EinsumResult:
     return result
 
 
+def unreduced_partial_sums(
+    chain: Chain, may_reuse: dict[tuple[str, str], frozenset[str]]
+) -> list[str]:
+    """Spatial loops that split a reduction over instances with no way to add them up.
+
+    Each instance starts its own partial sums of the output and writes them to the
+    holder above the loop; as the format defines it (and the established model counts
+    it), those writes are all the parent sees: adding the partial sums up costs nothing.
+    Counted that way, but said once per loop."""
+    out = []
+    for tensor in chain.einsum.outputs:
+        steps = linearize(chain, tensor)
+        parent = None
+        for s in steps:
+            if isinstance(s, HolderStep) and not s.toll:
+                parent = s
+            if not (isinstance(s, LoopStep) and s.spatial) or parent is None:
+                continue
+            if chain.einsum.relevance(tensor, s.rank_variable) == "relevant":
+                continue
+            if tensor in may_reuse.get((s.component or "", s.dimension or ""), frozenset()):
+                continue
+            out.append(
+                f"Einsum {chain.einsum.name}: the !Spatial loop over '{s.rank_variable}' "
+                f"({s.component}.{s.dimension}{chain.line_of(s.node_id, ', ', '')}) splits the "
+                f"reduction into {tensor} and {s.component}.{s.dimension} may not reduce "
+                f"{tensor} (may_reuse): every instance writes its partial sums to "
+                f"{parent.component}, counted as writes only (adding them up is free)"
+            )
+    return out
+
+
 def _merge_onto_source(result: EinsumResult, output: str, source: str) -> None:
     for use in result.components.values():
         moved = use.tensors.pop(output, None)
@@ -157,8 +190,12 @@ def _ratio(n: float, throughput: float) -> float:
 
 
 def _fanouts(arch: FlatArch, level: int) -> float:
-    """Instances of the component at ``level``: all fanouts above it and its own."""
-    return math.prod(d.fanout for c in arch.path[: level + 1] for d in c.spatial)
+    """Copies of the component at ``level`` made by its ancestors' fanouts.
+
+    A component's own ``spatial`` fanout is not counted: its ``area`` and ``leak_power``
+    already describe all of its own instances (as the format defines them; tpu_v4i's
+    LocalBuffer gives the area of its four core buffers together)."""
+    return math.prod(d.fanout for c in arch.path[:level] for d in c.spatial)
 
 
 def total_leak_power(arch: FlatArch, level: int) -> float:

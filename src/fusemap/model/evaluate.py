@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..spec.arch_eval import ArchEvaluator
 from ..spec.errors import InvalidMappingError
 from ..spec.mapping import Mapping, Pipeline
-from ..spec.mapping_check import check_mapping
+from ..spec.mapping_check import check_mapping, node_locations
 from ..spec.resolve import WorkloadInfo, resolve_workload
 from ..spec.spec import Spec
 from .capacity import check_capacity, memory_usage
@@ -40,6 +40,7 @@ def evaluate_mapping(
     if mapping is spec.mapping and spec._checked_with is not workload:
         check_mapping(spec, workload, einsums)  # names checked with file and line
         spec._checked_with = workload
+    where = node_locations(spec) if mapping is spec.mapping else {}
     by_einsum = branch_chains(mapping)
     known = {e.name for e in workload.einsums}
     unknown = [e for e in by_einsum if e not in known]
@@ -69,7 +70,7 @@ def evaluate_mapping(
         nodes = by_einsum[name]
         compute = nodes[-1].component  # type: ignore[attr-defined]
         flat = arch.flat(name, compute)
-        chains.append(build_chain(nodes, info, workload, flat))
+        chains.append(build_chain(nodes, info, workload, flat, where))
     usage, _ = memory_usage(chains, [by_einsum[n] for n in order])
     sizes = {c.name: c.size for ch in chains for c in ch.arch if c.kind == "memory"}
     if check:
@@ -80,19 +81,7 @@ def evaluate_mapping(
         per_einsum[chain.einsum.name] = einsum_costs(chain, scale)
     # Report Einsums in workload order.
     results = {name: per_einsum[name] for name in wanted}
-    components: dict[str, ComponentTotals] = {}
-    for chain in chains:
-        for level, comp in enumerate(chain.arch.path):
-            if comp.kind == "container" or comp.name in components:
-                continue
-            tot = ComponentTotals(comp.name, comp.kind)
-            tot.area = total_area(chain.arch, level)
-            tot.leak_power = total_leak_power(chain.arch, level)
-            if comp.kind == "memory":
-                tot.size = comp.size
-                tot.usage_bits = usage.get(comp.name, 0.0)
-                tot.usage = 0.0 if comp.size == float("inf") else tot.usage_bits / comp.size
-            components[comp.name] = tot
+    components = _component_totals(chains, arch, usage)
     for e in results.values():
         for name, use in e.components.items():
             components[name].energy += use.energy
@@ -104,3 +93,30 @@ def evaluate_mapping(
         latency = sum(e.latency for e in results.values())
     area = sum(c.area for c in components.values())
     return Result(energy, latency, results, components, area)
+
+
+def _component_totals(
+    chains: list, arch: ArchEvaluator, usage: dict[str, float]
+) -> dict[str, ComponentTotals]:
+    """Area, leak power and buffer usage of every component of the architecture.
+
+    Components on no mapped Einsum's path (another compute unit, say) still have area;
+    they are evaluated as for the first mapped Einsum."""
+    paths = [chain.arch for chain in chains]
+    if chains:
+        first = chains[0].einsum.name
+        paths += [arch.flat(first, c.name) for c in arch.arch.computes()]
+    components: dict[str, ComponentTotals] = {}
+    for flat in paths:
+        for level, comp in enumerate(flat.path):
+            if comp.kind == "container" or comp.name in components:
+                continue
+            tot = ComponentTotals(comp.name, comp.kind)
+            tot.area = total_area(flat, level)
+            tot.leak_power = total_leak_power(flat, level)
+            if comp.kind == "memory":
+                tot.size = comp.size
+                tot.usage_bits = usage.get(comp.name, 0.0)
+                tot.usage = 0.0 if comp.size == float("inf") else tot.usage_bits / comp.size
+            components[comp.name] = tot
+    return components

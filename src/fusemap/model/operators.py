@@ -3,8 +3,9 @@
 A point of an Einsum applies its map operator, then (if the Einsum reduces some rank)
 its reduce operator:
 
-* ``copy`` maps and ``none`` reduces cost nothing; a copy Einsum
-  (``is_copy_operation``) does no computes at all;
+* a ``copy`` map (an Einsum of one input tensor) costs one ``copy`` operator when the
+  Einsum reduces nothing and is absorbed by the reduce operator otherwise; ``none``
+  reduces cost nothing; a copy Einsum (``is_copy_operation``) does no computes at all;
 * a ``multiply`` map followed by an ``add`` reduce is one fused operator,
   ``multiply_add`` (a MAC);
 * the reduce operator is charged only when the Einsum reduces a rank (a rank variable
@@ -14,7 +15,9 @@ An operator resolves to actions of the compute unit: its entry in the unit's
 ``operators:`` map (counts of actions or other operators, resolved recursively), else
 the action of the same name, else one ``compute`` action. Plain specs (multiply map, add
 reduce, an arch with a single ``compute`` action) therefore cost exactly one ``compute``
-per point, as before. A custom operator (not a built-in name) must be declared.
+per point, and so does an Einsum that only re-reads one tensor (``Y[m] = X[m]``, as the
+established model counts it); a unit makes such copies free with ``operators: {copy:
+{}}``. A custom operator (not a built-in name) must be declared.
 """
 
 from __future__ import annotations
@@ -37,8 +40,9 @@ def point_operators(einsum: EinsumInfo) -> list[str]:
     reduce = einsum.reduce_operator if einsum.reduced_variables else "none"
     if einsum.map_operator == "multiply" and reduce == "add":
         return [FUSED_MAC]
-    ops = [] if einsum.map_operator == "copy" else [einsum.map_operator]
-    return ops + ([] if reduce == "none" else [reduce])
+    if einsum.map_operator == "copy":
+        return ["copy"] if reduce == "none" else [reduce]
+    return [einsum.map_operator] + ([] if reduce == "none" else [reduce])
 
 
 def operator_actions(einsum: EinsumInfo, unit: ComponentInfo) -> dict[str, float]:

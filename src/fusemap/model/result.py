@@ -64,6 +64,9 @@ class EinsumResult:
     compute_unit: str = ""
     operations: float = 0.0
     fanout_usage: dict[str, float] = field(default_factory=dict)
+    warnings: list[str] = field(
+        default_factory=list
+    )  # shapes counted as the format says, judged doubtful
 
     @property
     def bound_by(self) -> str:
@@ -119,6 +122,11 @@ class Result:
     einsums: dict[str, EinsumResult]
     components: dict[str, ComponentTotals]
     area: float = 0.0
+
+    @property
+    def warnings(self) -> list[str]:
+        """What the model counted as the format defines but judges doubtful, per Einsum."""
+        return [w for e in self.einsums.values() for w in e.warnings]
 
     def einsum(self, name: str) -> EinsumResult:
         """Result of one Einsum."""
@@ -176,6 +184,7 @@ class Result:
             "area": self.area,
             "einsums": {n: e.to_json() for n, e in self.einsums.items()},
             "components": {n: c.to_json() for n, c in self.components.items()},
+            "warnings": self.warnings,
         }
 
     def dumps(self) -> str:

@@ -20,9 +20,8 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from ..spec.errors import InvalidMappingError
 from ..spec.resolve import EinsumInfo
-from .chains import Chain, ComputeStep, HolderStep, LoopStep
+from .chains import Chain, ComputeStep, HolderStep, LoopStep, linearize
 
 Dist = tuple[tuple[int, int], ...]
 """((tile size, number of tiles), ...) for one rank variable."""
@@ -60,47 +59,6 @@ class TensorTraffic:
     def add(self, kind: str, component: str, value: float) -> None:
         book = self.reads if kind == "read" else self.writes
         book[component] = book.get(component, 0.0) + value
-
-
-def linearize(chain: Chain, tensor: str) -> list[LoopStep | HolderStep | ComputeStep]:
-    """The chain seen by one tensor: its holders, all loops, spatial loops moved down.
-
-    A spatial loop moves to just above the first holder of the tensor (or the compute
-    leaf) at or below its fanout's level in the architecture. It may not move past a
-    temporal loop over the same rank variable when that variable indexes the tensor
-    (the tiles would be cut in the wrong order): that raises ``InvalidMappingError``.
-    """
-    base = [s for s in chain.steps if not (isinstance(s, HolderStep) and s.tensor != tensor)]
-    out: list = []
-    waiting: list[LoopStep] = []
-    for s in base:
-        if isinstance(s, LoopStep) and s.spatial:
-            waiting.append(s)
-            continue
-        if isinstance(s, LoopStep):
-            _check_not_reordered(chain, tensor, s, waiting)
-        if isinstance(s, (HolderStep, ComputeStep)):
-            ready = [w for w in waiting if s.level >= w.level]
-            waiting = [w for w in waiting if s.level < w.level]
-            out.extend(ready)
-        out.append(s)
-    return out
-
-
-def _check_not_reordered(chain: Chain, tensor: str, loop: LoopStep, waiting: list) -> None:
-    """A spatial loop may not move below a temporal loop over the same indexing variable."""
-    for w in waiting:
-        if (
-            w.rank_variable == loop.rank_variable
-            and chain.einsum.relevance(tensor, loop.rank_variable) != "irrelevant"
-        ):
-            raise InvalidMappingError(
-                f"Einsum {chain.einsum.name}: the !Spatial loop over '{w.rank_variable}' "
-                f"({w.component}.{w.dimension}) is written above a storage level that lies "
-                f"above {w.component}, so it would move below the !Temporal loop over "
-                f"'{loop.rank_variable}' that follows it; write the spatial loop below "
-                "that storage node"
-            )
 
 
 class TileCounter:
@@ -211,6 +169,13 @@ def count_tensor(
     ``one_mode``: spatial loops counted per instance. ``may_reuse``: (component, dim) ->
     tensors that may be multicast / reduced. ``skip_output``: component ->
     skip_initial_output_write. ``directions``: toll component -> direction for the tensor.
+
+    Skipped first reads of an output: a holder (or the compute leaf) whose own flag is
+    set does not fetch the initial value of an output tile; its parent sends it anyway
+    when the parent's flag is off (the parent serves initial values to its children).
+    Every instance of a spatial loop that does not index the output starts its own
+    partial sums, so its first fills are skipped too; without a reduction network
+    (``may_reuse``) their partial sums all land in the parent as writes.
     """
     info = chain.einsum
     steps = linearize(chain, tensor)
@@ -224,6 +189,11 @@ def count_tensor(
         if isinstance(s, (HolderStep, ComputeStep)) and not (isinstance(s, HolderStep) and s.toll)
     ]
     counter = tile_counter(chain, steps, one_mode)
+    multicasts = [
+        _multicast_loops(steps, i, holders, k, tensor, info, may_reuse)
+        for k, (i, _) in enumerate(holders)
+    ]
+    shared = frozenset().union(*multicasts)
     # Parent-directed traffic of each holder (fills, write-backs, skipped first reads).
     # Under a multicast / reduction loop the parent sends (receives) one copy, but every
     # instance of the holder still writes (reads) its own: ``ratios`` holds that factor.
@@ -232,7 +202,7 @@ def count_tensor(
     for k, (i, s) in enumerate(holders):
         backing = k == 0 and isinstance(s, HolderStep)
         own = fill_count(chain, tensor, counter.dists[i])
-        multicast = _multicast_loops(steps, i, holders, k, tensor, info, may_reuse)
+        multicast = multicasts[k]
         if multicast and not backing:
             dists = tile_counter(chain, steps, one_mode | multicast).dists[i]
             amount = fill_count(chain, tensor, dists)
@@ -240,9 +210,12 @@ def count_tensor(
             amount = own
         ratio = own / amount if amount else 1.0
         ratios.append(ratio)
-        # First visits ignore irrelevant loops, except reduction loops above the parent:
-        # each of their instances starts its own partial sums.
-        first = first_visit_count(chain, tensor, counter.dists[i]) * above if is_output else 0.0
+        # First visits ignore irrelevant temporal loops, but each instance of a spatial
+        # loop starts its own partial sums (reduction loops count through ``above``).
+        first = 0.0
+        if is_output:
+            starts = _partial_sum_starts(chain, steps, counter, i, tensor, one_mode | shared)
+            first = first_visit_count(chain, tensor, counter.dists[i]) * above * starts
         if isinstance(s, ComputeStep):
             fills.append(0.0 if copy_output else amount)
             backs.append(amount if is_output else 0.0)
@@ -265,8 +238,11 @@ def count_tensor(
             break
         child = k + 1
         own = ratios[k]  # this holder's own fills / write-backs, all instances
+        # What this holder sends down: the child's fills, less the initial values it
+        # skips, unless this holder serves initial values (its own flag is off).
+        sent = fills[child] - (skips[child] if skip_output.get(s.component, True) else 0.0)
         traffic.add("write", s.component, (fills[k] - skips[k]) * own + backs[child])
-        traffic.add("read", s.component, backs[k] * own + fills[child] - skips[child])
+        traffic.add("read", s.component, backs[k] * own + sent)
         # Tolls between this holder and its child charge what crosses them.
         for j in range(i + 1, holders[child][0]):
             toll = steps[j]
@@ -274,11 +250,33 @@ def count_tensor(
                 d = directions.get(toll.component, "up_and_down")
                 crossing = 0.0
                 if d in ("down", "up_and_down"):
-                    crossing += fills[child] - skips[child]
+                    crossing += sent
                 if d in ("up", "up_and_down"):
                     crossing += backs[child]
                 traffic.add("read", toll.component, crossing)
     return traffic
+
+
+def _partial_sum_starts(
+    chain: Chain, steps: list, counter: TileCounter, i: int, tensor: str, skip: frozenset[int]
+) -> float:
+    """Instances of the spatial loops above ``steps[i]`` that do not index ``tensor``.
+
+    Each starts its own partial sums of an output tile. Loops in ``skip`` (counted per
+    instance, or reductions handled by the multicast ratios) are left out."""
+    starts = 1.0
+    for j in range(i):
+        s = steps[j]
+        if (
+            isinstance(s, LoopStep)
+            and s.spatial
+            and s.node_id not in skip
+            and chain.einsum.relevance(tensor, s.rank_variable) != "relevant"
+        ):
+            starts *= max(
+                math.ceil(size / s.tile_shape) for size, _ in counter.dists[j][s.rank_variable]
+            )
+    return starts
 
 
 def _multicast_loops(

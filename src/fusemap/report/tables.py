@@ -177,3 +177,11 @@ def pass_tables(analysis: PassAnalysis) -> Group:
 def print_group(group: Group) -> None:
     """Print to stdout."""
     Console(soft_wrap=False).print(group)
+
+
+def print_warnings(result: Result) -> None:
+    """The model's warnings, one line each, on standard error."""
+    import sys
+
+    for line in result.warnings:
+        print(f"warning: {line}", file=sys.stderr)
