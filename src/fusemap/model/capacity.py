@@ -20,8 +20,9 @@ from dataclasses import dataclass
 
 from ..spec import mapping as M
 from ..spec.errors import InvalidMappingError
+from ..units import capacity_exact
 from .chains import Chain, ComputeStep, HolderStep, LoopStep, linearize
-from .reuse import tile_counter, tile_values
+from .reuse import projection_terms, tile_counter, tile_values
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,7 @@ class ReservationInfo:
     depth: int  # loops above the reservation point
     key: tuple[int, str, int]  # (storage node, tensor, mapping node it sits under)
     persistent: bool
+    shape: tuple[int, ...] = ()  # the tile's extent along each rank of the tensor
 
 
 def reservations(chain: Chain) -> list[ReservationInfo]:
@@ -70,9 +72,13 @@ def reservations(chain: Chain) -> list[ReservationInfo]:
             depth = sum(isinstance(x, LoopStep) for x in steps[:r])
             key = (s.node_id, tensor, chain.node_ids[r - 1])
             persistent = s.persistent or tensor in chain.einsum.persistent and k == 0
+            shape = tuple(
+                1 + sum(c * (sizes.get(v, 1) - 1) for v, c in rank)
+                for rank in projection_terms(chain.einsum, tensor)
+            )
             out.append(
                 ReservationInfo(
-                    tensor, s.component, bits, chain.einsum.name, depth, key, persistent
+                    tensor, s.component, bits, chain.einsum.name, depth, key, persistent, shape
                 )
             )
     return out
@@ -101,6 +107,26 @@ def memory_usage(
     chains: list[Chain], branches: list[list[M.MappingNode]]
 ) -> tuple[dict[str, float], list[ReservationInfo]]:
     """Peak bits per memory over the branches, and all reservations."""
+    live, all_res = live_reservations(chains, branches)
+    return peak_usage(live), all_res
+
+
+def peak_usage(live: dict[int, list[ReservationInfo]]) -> dict[str, float]:
+    """Peak bits per memory over the branches, from the live reservations of each."""
+    usage: dict[str, float] = {}
+    for b in live:
+        per: dict[str, float] = {}
+        for r in live[b]:
+            per[r.memory] = per.get(r.memory, 0.0) + r.bits
+        for m, bits in per.items():
+            usage[m] = max(usage.get(m, 0.0), bits)
+    return usage
+
+
+def live_reservations(
+    chains: list[Chain], branches: list[list[M.MappingNode]]
+) -> tuple[dict[int, list[ReservationInfo]], list[ReservationInfo]]:
+    """The reservations live during each branch (by index), and all reservations."""
     all_res: list[tuple[int, ReservationInfo]] = []
     for b, chain in enumerate(chains):
         all_res += [(b, r) for r in reservations(chain)]
@@ -115,14 +141,7 @@ def memory_usage(
         res = size[key]
         for b in _lifetime(key[2], bs, branches, res.persistent):
             live[b].append(res)
-    usage: dict[str, float] = {}
-    for b in live:
-        per: dict[str, float] = {}
-        for r in live[b]:
-            per[r.memory] = per.get(r.memory, 0.0) + r.bits
-        for m, bits in per.items():
-            usage[m] = max(usage.get(m, 0.0), bits)
-    return usage, [r for _, r in all_res]
+    return live, [r for _, r in all_res]
 
 
 def _lifetime(
@@ -161,5 +180,6 @@ def check_capacity(usage: dict[str, float], sizes: dict[str, float]) -> None:
         limit = sizes.get(memory, math.inf)
         if bits > limit * (1 + 1e-9):
             raise InvalidMappingError(
-                f"{memory} overflows: the mapping needs {bits:g} bits but its size is {limit:g}"
+                f"{memory} overflows: the mapping needs {capacity_exact(bits)} but its size "
+                f"is {capacity_exact(limit)}"
             )

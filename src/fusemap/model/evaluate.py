@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from ..spec.arch_eval import ArchEvaluator
-from ..spec.errors import InvalidMappingError
+from ..spec.errors import FusemapError, InvalidMappingError
 from ..spec.mapping import Mapping, Pipeline
 from ..spec.mapping_check import check_mapping, node_locations
 from ..spec.resolve import WorkloadInfo, resolve_workload
 from ..spec.spec import Spec
-from .capacity import check_capacity, memory_usage
+from ..units import unitless_energy, unitless_latency
+from .capacity import check_capacity, live_reservations, peak_usage
 from .chains import branch_chains, build_chain
 from .costs import einsum_costs, total_area, total_leak_power
 from .result import ComponentTotals, Result
@@ -35,6 +36,22 @@ def evaluate_mapping(
     if mapping is None:
         spec.require("mapping")
     assert mapping is not None
+    try:
+        return _evaluate(spec, mapping, workload, arch, check, einsums)
+    except FusemapError as err:  # located in the spec's mapping file, from Python too
+        if mapping is spec.mapping:
+            raise err.located(spec.locate("mapping")) from None
+        raise
+
+
+def _evaluate(
+    spec: Spec,
+    mapping: Mapping,
+    workload: WorkloadInfo | None,
+    arch: ArchEvaluator | None,
+    check: bool,
+    einsums: list[str] | None,
+) -> Result:
     workload = workload or resolve_workload(spec)
     arch = arch or ArchEvaluator(spec, workload)
     if mapping is spec.mapping and spec._checked_with is not workload:
@@ -71,7 +88,9 @@ def evaluate_mapping(
         compute = nodes[-1].component  # type: ignore[attr-defined]
         flat = arch.flat(name, compute)
         chains.append(build_chain(nodes, info, workload, flat, where))
-    usage, _ = memory_usage(chains, [by_einsum[n] for n in order])
+    branches = [by_einsum[n] for n in order]
+    live, _ = live_reservations(chains, branches)
+    usage = peak_usage(live)
     sizes = {c.name: c.size for ch in chains for c in ch.arch if c.kind == "memory"}
     if check:
         check_capacity(usage, sizes)
@@ -92,7 +111,35 @@ def evaluate_mapping(
     else:
         latency = sum(e.latency for e in results.values())
     area = sum(c.area for c in components.values())
-    return Result(energy, latency, results, components, area)
+    unitless = _unitless(arch, [c.einsum.name for c in chains])
+    occupancy = {name: _occupancy(live[b]) for b, name in enumerate(order)}
+    return Result(energy, latency, results, components, area, unitless, occupancy)
+
+
+def _occupancy(live: list) -> dict[str, dict[str, float]]:
+    """Memory -> tensor -> bits of the reservations live during one branch."""
+    out: dict[str, dict[str, float]] = {}
+    for r in live:
+        per = out.setdefault(r.memory, {})
+        per[r.tensor] = per.get(r.tensor, 0.0) + r.bits
+    return out
+
+
+def _unitless(arch: ArchEvaluator, einsums: list[str]) -> frozenset[str]:
+    """Which quantities the arch gives without units (the rule in ``fusemap.units``)."""
+    energies, throughputs = [], []
+    for name in einsums:
+        for comp in arch.components(name).values():
+            for action in comp.actions.values():
+                if action.energy is not None:
+                    energies.append(action.energy)
+                throughputs.append(action.throughput)
+    out = set()
+    if unitless_energy(energies):
+        out.add("energy")
+    if unitless_latency(throughputs):
+        out.add("latency")
+    return frozenset(out)
 
 
 def _component_totals(

@@ -6,6 +6,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+FRAME_COLUMNS = ("einsum", "component", "kind", "tensor", "action", "count", "energy")
+
 
 @dataclass
 class ActionResult:
@@ -110,6 +112,8 @@ class ComponentTotals:
         if self.usage is not None:
             out["usage"] = self.usage
             out["usage_bits"] = self.usage_bits
+            finite = self.size is not None and self.size != float("inf")
+            out["size_bits"] = self.size if finite else None  # null: unbounded
         return out
 
 
@@ -122,6 +126,12 @@ class Result:
     einsums: dict[str, EinsumResult]
     components: dict[str, ComponentTotals]
     area: float = 0.0
+    unitless: frozenset[str] = frozenset()
+    """Quantities the spec gives without units ("energy", "latency"): toy specs that count
+    actions and cycles (rule in ``fusemap.units``)."""
+    occupancy: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
+    """Einsum (in execution order) -> memory -> tensor -> bits live while it runs: the
+    reservations' lifetimes (model/capacity.py), the buffer usage over the schedule."""
 
     @property
     def warnings(self) -> list[str]:
@@ -176,16 +186,58 @@ class Result:
             total += book.get(action, ActionResult()).count
         return total
 
+    @property
+    def units(self) -> dict[str, str]:
+        """Unit of each kind of number of the result (``1``: unitless)."""
+        from ..units import json_units
+
+        return json_units("energy" in self.unitless, "latency" in self.unitless)
+
     def to_json(self) -> dict[str, Any]:
-        """The nested shape of ``reference/model/*/expected.json`` (plus a few extras)."""
+        """The nested shape of ``reference/model/*/expected.json`` (plus a few extras);
+        ``docs/json.md`` documents every key."""
         return {
             "energy": self.energy,
             "latency": self.latency,
             "area": self.area,
             "einsums": {n: e.to_json() for n, e in self.einsums.items()},
             "components": {n: c.to_json() for n, c in self.components.items()},
+            "occupancy": self.occupancy,
+            "units": self.units,
             "warnings": self.warnings,
         }
+
+    def to_frame(self) -> Any:
+        """A pandas DataFrame in long format, one row per action (and per tensor):
+        columns einsum, component, kind, tensor, action, count, energy.
+
+        Memory actions come per tensor; compute actions and leak have no tensor. Leak
+        rows have action ``leak`` and no count. ``frame.energy.sum()`` is ``self.energy``.
+        """
+        import pandas as pd
+
+        return pd.DataFrame(self.rows(), columns=list(FRAME_COLUMNS))
+
+    def rows(self) -> list[tuple]:
+        """The rows of :meth:`to_frame` as tuples (``FRAME_COLUMNS``)."""
+        rows: list[tuple] = []
+        for e in self.einsums.values():
+            for c in e.components.values():
+                for action, total in c.actions.items():
+                    left_count, left_energy = total.count, total.energy
+                    for tensor, acts in c.tensors.items():
+                        r = acts.get(action)
+                        if r is None:
+                            continue
+                        rows.append((e.name, c.name, c.kind, tensor, action, r.count, r.energy))
+                        left_count -= r.count
+                        left_energy -= r.energy
+                    if not c.tensors or abs(left_energy) > 1e-12 * max(abs(total.energy), 1e-300):
+                        count = total.count if not c.tensors else left_count
+                        rows.append((e.name, c.name, c.kind, None, action, count, left_energy))
+                if c.leak_energy:
+                    rows.append((e.name, c.name, c.kind, None, "leak", None, c.leak_energy))
+        return rows
 
     def dumps(self) -> str:
         """JSON text."""

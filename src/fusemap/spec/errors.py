@@ -61,6 +61,14 @@ class ExpressionError(SpecError):
     """An expression in a spec cannot be evaluated (unknown name, type, cycle, ...)."""
 
 
+class UnknownNameError(ExpressionError):
+    """An expression names something its scope does not hold."""
+
+    def __init__(self, name: str, message: str, location: Location | None = None):
+        super().__init__(message, location)
+        self.name = name
+
+
 class InvalidMappingError(FusemapError):
     """A mapping is well-formed but cannot run on the architecture (overflow, fanout)."""
 

@@ -18,7 +18,7 @@ import tokenize
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
-from fusemap.spec.errors import ExpressionError, Location
+from fusemap.spec.errors import ExpressionError, Location, UnknownNameError
 from fusemap.spec.safe_functions import (
     _BUILTINS,
     _CALLABLE,
@@ -74,7 +74,8 @@ class Scope:
                 return layer[name]
         if name in _BUILTINS:
             return _BUILTINS[name]
-        raise ExpressionError(f"unknown name '{name}'{_suggest(name, self.names())}")
+        values = {n for n in self.names() if n not in FUNCTIONS}  # not called: a value
+        raise UnknownNameError(name, f"unknown name '{name}'{_suggest(name, values)}")
 
     def names(self) -> set[str]:
         """Every name visible in this scope."""

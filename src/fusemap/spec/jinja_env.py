@@ -11,12 +11,13 @@ import math
 import operator
 import os
 import re
+import secrets
 from collections.abc import Mapping, Sequence
 from difflib import SequenceMatcher
 from pathlib import Path
 from typing import Any
 
-from jinja2 import StrictUndefined, nodes, pass_context
+from jinja2 import StrictUndefined, meta, nodes, pass_context
 from jinja2.exceptions import SecurityError, TemplateSyntaxError, UndefinedError
 from jinja2.ext import Extension
 from jinja2.parser import Parser
@@ -109,6 +110,11 @@ class TemplateHost:
         self.search_path: list[str] = []
         self.stack: list[str] = []
         self.files: list[str] = []
+        self.referenced: set[str] = set()  # names the templates read (unused -D check)
+        # include_text() pastes between markers, so errors in the pasted text point at
+        # the included file and line (the random part keeps spec text from posing as one)
+        self.paste_token = f"\x00fusemap_paste_{secrets.token_hex(6)}_"
+        self.pasted: list[list[tuple[str, int]]] = []  # paste number -> origin of each line
 
     def load(self, file: str, variables: Mapping[str, Any]) -> Any:
         """Render and parse ``file`` (implemented by the loader)."""
@@ -135,13 +141,51 @@ class TemplateHost:
             self.files.append(file)
         return text
 
+    def render_with_origins(
+        self, file: str, variables: Mapping[str, Any]
+    ) -> tuple[str, list[tuple[str, int]]]:
+        """The rendered text of ``file`` and, per rendered line, the (file, line) it came
+        from: text pasted by ``include_text`` points into the included file."""
+        source, marked = self.render(file, variables)
+        text, pasted = self._unmark(marked)
+        base = line_map(source, text)
+        origins = [(file, line) for line in base]
+        for j, origin in pasted.items():
+            if j < len(origins):
+                origins[j] = origin
+        return text, origins
+
+    def _unmark(self, marked: str) -> tuple[str, dict[int, tuple[str, int]]]:
+        """Strip the paste markers; map each pasted line to its origin."""
+        if self.paste_token not in marked:
+            return marked, {}
+        token = re.escape(self.paste_token)
+        parts = re.split(rf"{token}([BE])(\d+)\x00", marked)
+        text, pasted, open_at = parts[0], {}, {}
+        for i in range(1, len(parts), 3):
+            kind, n = parts[i], int(parts[i + 1])
+            if kind == "B":
+                line = text.count("\n")
+                clean_start = not text[text.rfind("\n") + 1 :].strip()
+                open_at[n] = (line, clean_start)
+            elif n in open_at and n < len(self.pasted):
+                line, clean_start = open_at.pop(n)
+                origins = self.pasted[n]
+                if text.count("\n") - line + 1 >= len(origins):
+                    for k, origin in enumerate(origins):
+                        if k > 0 or clean_start:
+                            pasted[line + k] = origin
+            text += parts[i + 2]
+        return text, pasted
+
     def render(self, file: str, variables: Mapping[str, Any]) -> tuple[str, str]:
-        """Return (source text, rendered text) of ``file``."""
+        """Return (source text, rendered text) of ``file`` (pasted text still marked)."""
         source = self.read(file)
         self.stack.append(os.path.realpath(file))
         try:
             context = {**variables, **self.template_globals(file)}
             rendered = render_template(self.env, source, file, context)
+            self.referenced |= meta.find_undeclared_variables(self.env.parse(source))
         finally:
             self.stack.pop()
         return source, rendered
@@ -191,7 +235,10 @@ class TemplateHost:
 
         @pass_context
         def include_text(context: Context, path: str) -> str:
-            return self.render(self.find_file(file, path), context.get_all())[1]
+            text, origins = self.render_with_origins(self.find_file(file, path), context.get_all())
+            n = len(self.pasted)
+            self.pasted.append(origins)
+            return f"{self.paste_token}B{n}\x00{text}{self.paste_token}E{n}\x00"
 
         def add_to_path(directory: str) -> str:
             d = os.path.normpath(os.path.join(os.path.dirname(file) or ".", str(directory)))

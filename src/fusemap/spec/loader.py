@@ -23,7 +23,7 @@ from ruamel.yaml.error import MarkedYAMLError, YAMLError
 from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from fusemap.spec.errors import FusemapError, Location, SourceMap, SpecError
-from fusemap.spec.jinja_env import TemplateHost, expand_paths, line_map
+from fusemap.spec.jinja_env import TemplateHost, expand_paths
 from fusemap.spec.values import QuotedStr
 
 log = logging.getLogger("fusemap")
@@ -56,6 +56,8 @@ class LoadedSpec:
     Pasted helper text (``include_text``) uses such keys only to hold anchors for later
     aliases; the spec ignores them when they are not spec keys.
     """
+    referenced: set[str] = field(default_factory=set)
+    """Names the templates read (a variable none reads has no effect)."""
 
 
 class _Map:
@@ -106,7 +108,7 @@ def load_files(
     except RecursionError:
         raise SpecError("spec nested too deeply") from None
     holders = {k for k, f in owner.items() if (f, k) in session.anchor_holders}
-    return LoadedSpec(data, sources, session.files, holders)
+    return LoadedSpec(data, sources, session.files, holders, session.referenced)
 
 
 def parse_define(text: str) -> tuple[str, Any]:
@@ -137,10 +139,10 @@ class _Session(TemplateHost):
 
     def load(self, file: str, variables: Mapping[str, Any], top: bool = False) -> Any:
         """Render and parse ``file``; returns its tree with placeholders and merges done."""
-        source, rendered = self.render(file, variables)
+        rendered, origins = self.render_with_origins(file, variables)
         self.stack.append(os.path.realpath(file))
         try:
-            tree = _Converter(self, file, line_map(source, rendered)).document(rendered, top)
+            tree = _Converter(self, file, origins).document(rendered, top)
         finally:
             self.stack.pop()
         return tree
@@ -161,27 +163,34 @@ class _Session(TemplateHost):
 class _Converter:
     """Turns one rendered file's YAML node graph into a ``_Map``/``_Seq`` tree."""
 
-    def __init__(self, session: _Session, file: str, lines: list[int]) -> None:
-        self.session, self.file, self.lines = session, file, lines
+    def __init__(self, session: _Session, file: str, origins: list[Loc]) -> None:
+        self.session, self.file, self.origins = session, file, origins
         self.active: set[int] = set()
+
+    def origin(self, index: int) -> Loc:
+        """(file, 1-based line) of 0-based rendered line ``index`` (pasted text: the
+        included file)."""
+        if not self.origins:
+            return self.file, index + 1
+        return self.origins[min(index, len(self.origins) - 1)]
 
     def line(self, index: int) -> int:
         """The 1-based source line of 0-based rendered line ``index``."""
-        return self.lines[min(index, len(self.lines) - 1)] if self.lines else index + 1
+        return self.origin(index)[1]
 
     def loc(self, node: Node) -> Loc:
-        return self.file, self.line(node.start_mark.line)
+        return self.origin(node.start_mark.line)
 
     def document(self, text: str, top: bool) -> Any:
         try:
             root = YAML(typ="rt").compose(text)
         except MarkedYAMLError as e:
             mark = e.problem_mark or e.context_mark
-            line = self.line(mark.line) if mark else None
+            where = Location(*self.origin(mark.line)) if mark else Location(self.file)
             problem = e.problem or e.context or "invalid YAML"
             if e.problem and e.context and e.context_mark:
                 problem += f" ({e.context} started on line {self.line(e.context_mark.line)})"
-            raise SpecError(f"YAML syntax error: {problem}", Location(self.file, line)) from None
+            raise SpecError(f"YAML syntax error: {problem}", where) from None
         except RecursionError:
             raise SpecError("document nested too deeply", Location(self.file)) from None
         except YAMLError as e:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Literal
 
-from fusemap.spec.errors import ExpressionError, Location
+from fusemap.spec.errors import ExpressionError, Location, UnknownNameError
 from fusemap.spec.expressions import ExprObject, Scope, evaluate
 from fusemap.spec.values import QuotedStr
 
@@ -185,8 +185,30 @@ def evaluate_set_expression(
             if name not in space.items:
                 raise _unknown(name, space, kind)
         return TensorSet(names, space.items, kind, space.facts)
+    except UnknownNameError as exc:
+        exc = _unknown_in_set(exc, scope, kind)
+        raise (exc.located(location) if location is not None else exc) from None
     except ExpressionError as exc:
         raise (exc.located(location) if location is not None else exc) from None
+
+
+def _unknown_in_set(exc: UnknownNameError, scope: Scope, kind: SetKind) -> ExpressionError:
+    """An unknown name in a set expression: the closest set that exists (never a
+    function) and the likely cause, a rename the workload does not define."""
+    names = {  # plain layers only: a lazy layer would evaluate components to look
+        n
+        for layer in scope.layers
+        if isinstance(layer, dict)
+        for n, v in layer.items()
+        if isinstance(v, TensorSet)
+    }
+    close = difflib.get_close_matches(exc.name, sorted(names), n=1)
+    hint = f" (did you mean '{close[0]}'?)" if close else ""
+    return ExpressionError(
+        f"unknown name '{exc.name}'{hint}: no {_NOUN[kind]}, set or rename of that name "
+        f"exists here; if the arch expects a rename '{exc.name}', the workload lacks a "
+        f"`renames:` entry for it"
+    )
 
 
 def evaluate_set_keyed_dict(

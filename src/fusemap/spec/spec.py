@@ -70,6 +70,17 @@ class Spec(SpecModel):
     _checked_with: Any = PrivateAttr(default=None)  # workload the mapping was checked against
     _files: list[str] = PrivateAttr(default_factory=list)
     _einsum_paths: list[tuple[str | int, ...]] | None = PrivateAttr(default=None)
+    _read: list[str] = PrivateAttr(default_factory=list)  # every file read, includes too
+    _variables: dict[str, Any] = PrivateAttr(default_factory=dict)  # the Jinja variables
+
+    @property
+    def inputs(self) -> dict[str, Any]:
+        """The files given, every file read (includes too) and the Jinja variables."""
+        return {
+            "files": list(self._files),
+            "read": list(self._read),
+            "variables": dict(self._variables),
+        }
 
     @property
     def sources(self) -> SourceMap:
@@ -144,9 +155,14 @@ class Spec(SpecModel):
 
 
 def load_spec(
-    *paths: str | Path | Sequence[str | Path], variables: MappingABC[str, Any] | None = None
+    *paths: str | Path | Sequence[str | Path],
+    variables: MappingABC[str, Any] | None = None,
+    allow_unused: bool = False,
 ) -> Spec:
-    """Load and validate a spec from YAML files (Jinja rendered with ``variables``)."""
+    """Load and validate a spec from YAML files (Jinja rendered with ``variables``).
+
+    A variable that no file reads is an error (a misspelled sweep variable would
+    silently give the default's result) unless ``allow_unused``."""
     from .jinja_env import expand_paths
     from .loader import load_files
 
@@ -154,6 +170,8 @@ def load_spec(
     for p in paths:
         flat.extend(p if isinstance(p, (list, tuple)) else [p])  # type: ignore[arg-type]
     loaded = load_files(flat, dict(variables or {}))
+    if not allow_unused:
+        check_variables_used(variables or {}, loaded.referenced)
     data = loaded.data
     holders = [k for k in data if k in loaded.anchor_holders and k not in Spec.model_fields]
     if holders:
@@ -164,4 +182,24 @@ def load_spec(
         data = {k: v for k, v in data.items() if k not in holders}
     spec = Spec.from_data(data, loaded.sources)
     spec._files = expand_paths(flat)
+    spec._read = list(loaded.files)
+    spec._variables = dict(variables or {})
     return spec
+
+
+def check_variables_used(variables: MappingABC[str, Any], referenced: set[str]) -> None:
+    """Refuse variables that no template reads, with the closest name they do read."""
+    import difflib
+
+    unused = [name for name in variables if name not in referenced]
+    if not unused:
+        return
+    name = unused[0]
+    close = difflib.get_close_matches(name, sorted(referenced), n=1)
+    hint = f" (did you mean '{close[0]}'?)" if close else ""
+    more = f" ({len(unused) - 1} more unused: {', '.join(unused[1:])})" if unused[1:] else ""
+    raise SpecError(
+        f"variable '{name}' is given but no spec file uses it{hint}{more}; "
+        "pass --allow-unused (Python: load_spec(..., allow_unused=True)) if that is intended",
+        Location(key=f"-D {name}"),
+    )
