@@ -14,15 +14,23 @@ __all__ = [
     "InvalidMappingError",
     "Spec",
     "SpecError",
+    "diff",
     "evaluate",
     "load",
     "load_spec",
+    "map_workload",
+    "pmappings",
+    "write_report",
+    "to_frame",
 ]
 __version__ = "0.1.0"
 
 
 def load(*paths: str | Path, **variables: Any) -> Spec:
-    """Load a spec from YAML files; keyword arguments are the Jinja variables."""
+    """Load a spec from YAML files; keyword arguments are the Jinja variables.
+
+    A variable no file uses is an error (``load_spec(..., allow_unused=True)`` accepts it).
+    """
     return load_spec(*paths, variables=variables)
 
 
@@ -53,3 +61,36 @@ def map_workload(spec: Spec, objective: str = "energy", **options: Any):
     from .mapper.ffm import map_workload as run
 
     return run(spec, objective, **options)
+
+
+def to_frame(obj: Any):
+    """A pandas DataFrame in long format of a ``Result`` (one row per Einsum, component,
+    tensor and action), mapper statistics, a ``MapOutcome``'s Pareto front or a diff."""
+    from .report.frames import to_frame as frame
+
+    return frame(obj)
+
+
+def write_report(result: Any, out: str | Path, spec: Spec | None = None, mapping: Any = None):
+    """Write the self-contained HTML report of ``result`` (a ``Result`` or a
+    ``MapOutcome``) to ``out``; ``spec`` adds the LoopTree's numbers and the inputs."""
+    from .report.html import write_report as write
+
+    if hasattr(result, "mappings"):  # a MapOutcome
+        best = result.best
+        front = result.mappings if result.objective == "pareto" else ()
+        return write(out, best.result, best.mapping, spec, fused=best.fused, front=front)
+    if mapping is None and spec is not None:
+        mapping = spec.mapping
+    return write(out, result, mapping, spec)
+
+
+def diff(a: Any, b: Any):
+    """What changed between two results (``Result`` or JSON dicts): a ``Diff`` with
+    ``.changed()`` and ``.to_frame()``."""
+    from .report.diff import diff_data
+
+    def data(x: Any) -> dict:
+        return x.to_json() if hasattr(x, "to_json") else x
+
+    return diff_data(data(a), data(b))

@@ -1,4 +1,4 @@
-"""The ``fusemap`` command line: check, render, evaluate, map, passes, demo.
+"""The ``fusemap`` command line: check, render, evaluate, map, report, diff, passes, demo.
 
 Every user error prints one line (``file:line: key: message``) and exits with status 2;
 ``--debug`` shows the traceback instead.
@@ -26,7 +26,22 @@ Defines = Annotated[
     list[str] | None,
     typer.Option("-D", "--define", help="Jinja variable NAME=VALUE (VALUE read as YAML)."),
 ]
+AllowUnused = Annotated[
+    bool,
+    typer.Option(
+        "--allow-unused", help="Accept -D variables that no spec file uses (else an error)."
+    ),
+]
 SpecFile = Annotated[Path, typer.Argument(help="YAML file", show_default=False)]
+Quiet = Annotated[bool, typer.Option("-q", "--quiet", help="Leave out the LoopTree.")]
+Report = Annotated[
+    Path | None, typer.Option("--report", help="Write a self-contained HTML report.")
+]
+Plots = Annotated[
+    Path | None,
+    typer.Option("--plots", help="Write every plot (energy, latency, area, ...) in this folder."),
+]
+Log = Annotated[bool, typer.Option("--log", help="Log scale on the plots.")]
 
 
 @app.callback()
@@ -42,10 +57,39 @@ def _variables(defines: list[str] | None) -> dict[str, Any]:
     return dict(parse_define(d) for d in defines or [])
 
 
-def _load(files: list[Path], defines: list[str] | None):
+def _load(files: list[Path], defines: list[str] | None, allow_unused: bool = False):
     from .spec.spec import load_spec
 
-    return load_spec(*[str(f) for f in files], variables=_variables(defines))
+    return load_spec(
+        *[str(f) for f in files], variables=_variables(defines), allow_unused=allow_unused
+    )
+
+
+def _command() -> str:
+    """The command line (recorded in written results), rebuilt from the parsed command:
+    its name, then every argument and option that differs from its default."""
+    import shlex
+
+    try:
+        from typer._click.globals import get_current_context
+    except ImportError:  # older typer: the click package
+        from click import get_current_context  # type: ignore[no-redef]
+
+    ctx = get_current_context()
+    parts = ["fusemap", ctx.info_name or ""]
+    for param in ctx.command.params:
+        value = ctx.params.get(param.name or "")
+        if value is None or value is False or value == [] or value == param.default:
+            continue
+        values = value if isinstance(value, list | tuple) else [value]
+        if param.param_type_name == "argument":
+            parts += [str(v) for v in values]
+        elif value is True:
+            parts.append(param.opts[0])
+        else:
+            for v in values:
+                parts += [param.opts[0], str(v)]
+    return shlex.join(parts)
 
 
 @app.command()
@@ -54,32 +98,14 @@ def check(
     workload: SpecFile,
     mapping: Annotated[Path | None, typer.Argument(help="LoopTree mapping (optional)")] = None,
     define: Defines = None,
+    allow_unused: AllowUnused = False,
 ) -> None:
-    """Validate a spec and print a summary: Einsums, tensors, arch tree, LoopTree."""
-    from .report.tables import check_summary, print_group
-    from .spec.arch_eval import ArchEvaluator
-    from .spec.resolve import resolve_workload
+    """Validate a spec and print a summary: Einsums, tensors, arch tree (evaluated sizes),
+    LoopTree. Fails (status 2) when the spec cannot be priced."""
+    from .report.checks import check_spec
 
-    spec = _load([arch, workload] + ([mapping] if mapping else []), define)
-    spec.require("arch", "workload")
-    wl = resolve_workload(spec)
-    evaluator = ArchEvaluator(spec, wl)
-    for e in wl.einsums:  # evaluate every expression of the arch for every Einsum
-        evaluator.components(e.name)
-    if spec.mapping is not None:
-        from .model.chains import branch_chains, build_chain
-        from .spec.mapping_check import check_mapping, node_locations
-
-        check_mapping(spec, wl)
-        where = node_locations(spec)
-        for name, nodes in branch_chains(spec.mapping).items():
-            flat = evaluator.flat(name, nodes[-1].component)  # type: ignore[attr-defined]
-            try:
-                build_chain(nodes, wl.einsum(name), wl, flat, where)
-            except FusemapError as err:  # the model does not know where nodes were written
-                raise err.located(where[id(nodes[-1])]) from None
-    print_group(check_summary(spec, wl))
-    typer.echo("OK: the spec is valid.")
+    spec = _load([arch, workload] + ([mapping] if mapping else []), define, allow_unused)
+    typer.echo(check_spec(spec))
 
 
 @app.command()
@@ -89,19 +115,19 @@ def render(
     mapping: SpecFile,
     out: Annotated[Path, typer.Option("-o", "--out", help="Output .svg/.png/.pdf/.dot/.txt")],
     define: Defines = None,
+    allow_unused: AllowUnused = False,
+    graphviz: Annotated[
+        bool, typer.Option("--graphviz", help="Lay out with graphviz's dot (must be installed).")
+    ] = False,
 ) -> None:
-    """Draw the LoopTree of a mapping (graphviz; text when `dot` is missing)."""
+    """Draw the LoopTree of a mapping (fusemap's own layout; no graphviz needed)."""
+    from .report.outputs import annotations
     from .report.render import render as draw
-    from .report.render import text_tree
 
-    spec = _load([arch, workload, mapping], define)
+    spec = _load([arch, workload, mapping], define, allow_unused)
     spec.require("mapping")
-    path, drawn = draw(spec.mapping, out)  # type: ignore[arg-type]
-    if not drawn:
-        typer.echo(text_tree(spec.mapping))  # type: ignore[arg-type]
-        typer.echo(f"graphviz 'dot' not found: wrote the DOT source to {path}", err=True)
-    else:
-        typer.echo(f"wrote {path}")
+    path = draw(spec.mapping, out, annotations(spec, spec.mapping), graphviz=graphviz)  # type: ignore[arg-type]
+    typer.echo(f"wrote {path}")
 
 
 @app.command()
@@ -110,13 +136,18 @@ def evaluate(
     workload: SpecFile,
     mapping: SpecFile,
     define: Defines = None,
+    allow_unused: AllowUnused = False,
     json_out: Annotated[
-        Path | None, typer.Option("--json", help="Write the result as JSON.")
+        Path | None, typer.Option("--json", help="Write the result as JSON (docs/json.md).")
     ] = None,
     plot: Annotated[
-        Path | None, typer.Option("--plot", help="Energy breakdown plot (.png).")
+        Path | None, typer.Option("--plot", help="Energy breakdown plot (.png/.svg/.pdf).")
     ] = None,
+    plots: Plots = None,
+    log: Log = False,
+    report: Report = None,
     quiet: Annotated[bool, typer.Option("-q", "--quiet", help="No table.")] = False,
+    tree: Annotated[bool, typer.Option("--tree", help="Also print the LoopTree.")] = False,
     einsum: Annotated[
         list[str] | None,
         typer.Option("--einsum", help="Score only this Einsum (repeatable), e.g. a pmapping."),
@@ -124,28 +155,21 @@ def evaluate(
 ) -> None:
     """Evaluate a mapping: energy, latency, buffer usage and area."""
     from .model.evaluate import evaluate_mapping
-    from .report.io import write_atomic
-    from .report.tables import print_group, print_warnings, result_tables
+    from .report import outputs
     from .spec.mapping_check import check_mapping
     from .spec.resolve import resolve_workload
 
-    spec = _load([arch, workload, mapping], define)
+    spec = _load([arch, workload, mapping], define, allow_unused)
     spec.require("arch", "workload", "mapping")
     wl = resolve_workload(spec)
     check_mapping(spec, wl, einsum or None)
-    try:
-        result = evaluate_mapping(spec, workload=wl, einsums=einsum or None)
-    except FusemapError as err:  # the model does not know where nodes were written
-        raise err.located(spec.locate("mapping")) from None
-    if not quiet:
-        print_group(result_tables(result))
-    print_warnings(result)
-    if json_out:
-        write_atomic(json_out, result.dumps() + "\n")
-    if plot:
-        from .report.plots import energy_breakdown
-
-        energy_breakdown(result, plot)
+    result = evaluate_mapping(spec, workload=wl, einsums=einsum or None)
+    outputs.show_result(result, spec.mapping, None, tree=tree and not quiet, tables=not quiet,
+                        echo=typer.echo)  # fmt: skip
+    outputs.write_result_files(
+        result, spec.mapping, spec, _command(), json_out=json_out, plot=plot, plots=plots,
+        log=log, report=report, echo=typer.echo,
+    )  # fmt: skip
 
 
 @app.command(name="map")
@@ -157,6 +181,7 @@ def map_(
         typer.Argument(help="More YAML files (e.g. `mapper:` knobs)", show_default=False),
     ] = None,
     define: Defines = None,
+    allow_unused: AllowUnused = False,
     einsum: Annotated[
         str | None, typer.Option("--einsum", help="Map this Einsum alone (fusion off).")
     ] = None,
@@ -164,11 +189,21 @@ def map_(
         str, typer.Option("--objective", help="energy | latency | edp | pareto")
     ] = "energy",
     out: Annotated[
-        Path | None, typer.Option("-o", "--out", help="Write the best mapping (YAML).")
+        Path | None,
+        typer.Option(
+            "-o",
+            "--out",
+            help="Write the best mapping (YAML); with pareto, OUT is point 1 and "
+            "OUT-k.yaml point k of the front.",
+        ),
     ] = None,
     json_out: Annotated[
         Path | None, typer.Option("--json", help="Write result and statistics as JSON.")
     ] = None,
+    quiet: Quiet = False,
+    report: Report = None,
+    plots: Plots = None,
+    log: Log = False,
     jobs: Annotated[
         int, typer.Option("--jobs", "-j", help="Worker processes for pmapping generation.")
     ] = 1,
@@ -186,7 +221,7 @@ def map_(
 ) -> None:
     """Find the optimal fused mapping of the workload (FFM). With --einsum: the best
     pmapping of one Einsum alone."""
-    spec = _load([arch, workload, *(extra or [])], define)
+    spec = _load([arch, workload, *(extra or [])], define, allow_unused)
     spec.require("arch", "workload")
     if jobs < 1:
         raise FusemapError(f"--jobs must be at least 1 (got {jobs})")
@@ -197,14 +232,100 @@ def map_(
 
         if objective == "pareto":
             raise FusemapError("--objective pareto needs the whole workload (drop --einsum)")
-        map_einsum(spec, einsum, objective, out=out, json_out=json_out, echo=typer.echo)
+        map_einsum(
+            spec, einsum, objective, out=out, json_out=json_out, echo=typer.echo, quiet=quiet,
+            report=report, plots=plots, log=log, command=_command(),
+        )  # fmt: skip
         return
     from .mapper.run import map_whole
 
     map_whole(
         spec, objective, orders=orders, jobs=jobs, out=out, json_out=json_out, echo=typer.echo,
-        epsilon=epsilon,
+        epsilon=epsilon, quiet=quiet, report=report, plots=plots, log=log, command=_command(),
     )  # fmt: skip
+
+
+@app.command()
+def report(
+    arch: SpecFile,
+    workload: SpecFile,
+    extra: Annotated[
+        list[Path] | None,
+        typer.Argument(help="A mapping (evaluated), or more YAML files (then mapped)"),
+    ] = None,
+    out: Annotated[Path, typer.Option("-o", "--out", help="The HTML file to write.")] = Path(
+        "report.html"
+    ),
+    define: Defines = None,
+    allow_unused: AllowUnused = False,
+    objective: Annotated[
+        str, typer.Option("--objective", help="Without a mapping: energy | latency | edp | pareto")
+    ] = "energy",
+    jobs: Annotated[int, typer.Option("--jobs", "-j", help="Worker processes (mapping).")] = 1,
+) -> None:
+    """One self-contained HTML page of a result: the LoopTree, tables, charts, buffer
+    usage over the schedule (and the Pareto front). Evaluates the mapping if one is
+    given, else maps the workload."""
+    from .report import outputs
+
+    spec = _load([arch, workload, *(extra or [])], define, allow_unused)
+    spec.require("arch", "workload")
+    if spec.mapping is None:
+        from .mapper.run import map_whole
+
+        map_whole(
+            spec, objective, orders="given", jobs=jobs, out=None, json_out=None,
+            echo=typer.echo, quiet=True, report=out, command=_command(),
+        )  # fmt: skip
+        return
+    from .model.evaluate import evaluate_mapping
+
+    result = evaluate_mapping(spec)
+    outputs.show_result(result, spec.mapping, tree=False, tables=False)
+    outputs.write_result_files(result, spec.mapping, spec, _command(), report=out, echo=typer.echo)
+
+
+@app.command()
+def diff(
+    a: Annotated[Path, typer.Argument(help="A mapping (YAML) or a JSON result")],
+    b: Annotated[Path, typer.Argument(help="Another mapping or JSON result")],
+    spec_files: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--spec",
+            "-s",
+            help="Arch and workload files for mappings (default: the inputs named in a "
+            "mapping written by fusemap map).",
+        ),
+    ] = None,
+    define: Defines = None,
+    allow_unused: AllowUnused = False,
+    everything: Annotated[
+        bool, typer.Option("--all", help="Show every quantity, not only those that changed.")
+    ] = False,
+    json_out: Annotated[
+        Path | None, typer.Option("--json", help="Write every compared quantity as JSON.")
+    ] = None,
+) -> None:
+    """What changed between two mappings (evaluated) or two JSON results: per component,
+    Einsum and tensor, and by how much."""
+    import json
+
+    from .report.diff import diff_paths, diff_tables
+    from .report.io import write_atomic
+    from .report.tables import print_group
+
+    found = diff_paths(a, b, list(spec_files or []), _variables(define), allow_unused)
+    print_group(diff_tables(found, everything))
+    if json_out:
+        rows = [
+            {"scope": c.scope, "name": c.name, "quantity": c.metric, "a": c.old, "b": c.new,
+             "change": c.delta, "relative": c.relative}
+            for c in found.changes
+        ]  # fmt: skip
+        write_atomic(
+            json_out, json.dumps({"a": str(a), "b": str(b), "rows": rows}, indent=1) + "\n"
+        )
 
 
 @app.command()
@@ -214,6 +335,7 @@ def passes(
         str, typer.Option("--rank", help="Rank to count passes over, e.g. M (or K).")
     ] = "M",
     define: Defines = None,
+    allow_unused: AllowUnused = False,
     json_out: Annotated[
         Path | None,
         typer.Option("--json", help='Write {"passes", "stages", "live"} as JSON.'),
@@ -227,7 +349,7 @@ def passes(
     from .report.io import write_atomic
     from .report.tables import pass_tables, print_group
 
-    result = analyze_passes(_load([workload], define), rank)
+    result = analyze_passes(_load([workload], define, allow_unused), rank)
     print_group(pass_tables(result))
     if json_out:
         write_atomic(json_out, json.dumps(result.to_json(), indent=2) + "\n")
@@ -238,9 +360,10 @@ def demo(
     out: Annotated[Path, typer.Option("-o", "--out", help="Folder for the outputs.")] = Path("out"),
 ) -> None:
     """Run the built-in example: map a transformer layer (fusion included), print the
-    optimal mapping, draw its LoopTree and energy breakdown."""
+    optimal mapping, draw its LoopTree and plots, write the HTML report."""
     from .examples import example_path
     from .mapper.run import map_whole
+    from .report.outputs import annotations
     from .report.plots import energy_breakdown
     from .report.render import render as draw
     from .spec.spec import load_spec
@@ -257,10 +380,12 @@ def demo(
         out=mapping_file,
         json_out=out / "demo_result.json",
         echo=typer.echo,
+        report=out / "demo_report.html",
+        command="fusemap demo",
     ).best
     plot = energy_breakdown(best.result, out / "demo_energy.png")
-    tree, _ = draw(best.mapping, out / "demo_looptree.svg")
-    typer.echo(f"wrote {mapping_file}, {plot} and {tree}")
+    tree = draw(best.mapping, out / "demo_looptree.svg", annotations(spec, best.mapping))
+    typer.echo(f"wrote {plot} and {tree}; open {out / 'demo_report.html'} in a browser")
 
 
 def main() -> None:

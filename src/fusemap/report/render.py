@@ -1,4 +1,7 @@
-"""LoopTree drawings: an indented text tree, and graphviz (DOT, SVG when ``dot`` exists)."""
+"""LoopTree drawings: an indented text tree, SVG/PNG/PDF from fusemap's own layout, and
+graphviz DOT source. Storage nodes of one memory are written together; with the model's
+numbers (``looptree.annotate``) loops show their iteration counts and fanout usage.
+"""
 
 from __future__ import annotations
 
@@ -6,61 +9,59 @@ import shutil
 from pathlib import Path
 
 from ..spec import mapping as M
+from ..spec.errors import FusemapError
 from .io import write_atomic
+from .looptree import Annotations, DisplayNode, display_tree
+
+FORMATS = ("svg", "png", "pdf", "dot", "txt")
 
 
 def label(node: M.MappingNode) -> str:
-    """One-line description of a LoopTree node."""
-    if node.text:
-        return node.text
-    if isinstance(node, M.Storage):
-        return f"[{node.component}] {', '.join(node.tensors)}" + (
-            " (persistent)" if node.persistent else ""
-        )
-    if isinstance(node, M.Toll):
-        return f"toll {node.component}: {', '.join(node.tensors)}"
-    if isinstance(node, M.Spatial):
-        return f"spatial-for {node.rank_variable} step {node.tile_shape} on {node.component}.{node.name}"
-    if isinstance(node, M.Temporal):
-        return f"for {node.rank_variable} step {node.tile_shape}"
-    if isinstance(node, M.Compute):
-        return f"compute {node.einsum} on {node.component}"
-    if isinstance(node, M.Reservation):
-        return f"reserve {', '.join(node.purposes)} in {node.resource}"
-    if isinstance(node, M.Split):
-        return node.type.lower()
-    return node.type  # type: ignore[attr-defined]
+    """One-line description of a LoopTree node (without the model's numbers)."""
+    tree = display_tree(M.Mapping(nodes=[node]))
+    return tree.children[0].title if tree.children else node.type  # type: ignore[attr-defined]
 
 
-def text_tree(mapping: M.Mapping) -> str:
-    """The LoopTree as indented text (splits branch with ├─ / └─)."""
+def text_tree(mapping: M.Mapping, notes: Annotations | None = None, tiles: bool = False) -> str:
+    """The LoopTree as indented text (splits branch with ├─ / └─).
+
+    With ``tiles`` a storage node also lists each tensor's tile shape and size."""
     lines: list[str] = []
 
-    def chain(nodes: list[M.MappingNode], indent: str) -> None:
-        for node in nodes:
-            if isinstance(node, M.Nested):
-                chain(node.nodes, indent)
-                continue
-            lines.append(f"{indent}{label(node)}")
-            if isinstance(node, M.Split):
-                for i, child in enumerate(node.nodes):
-                    last = i == len(node.nodes) - 1
-                    lines.append(f"{indent}{'└─' if last else '├─'} branch {i + 1}")
-                    inner = child.nodes if isinstance(child, M.Nested) else [child]
-                    chain(inner, indent + ("   " if last else "│  "))
+    def chain(node: DisplayNode, indent: str) -> None:
+        while True:
+            if node.kind not in ("root", "branch"):
+                lines.append(f"{indent}{_line(node, tiles)}")
+                indent += "  " if not node.is_split else ""
+            if node.is_split:
+                for i, branch in enumerate(node.children):
+                    last = i == len(node.children) - 1
+                    lines.append(f"{indent}{'└─' if last else '├─'} {branch.title or 'branch'}")
+                    chain(branch, indent + ("   " if last else "│  "))
                 return
-            indent += "  "
+            if not node.children:
+                return
+            node = node.children[0]
 
+    tree = display_tree(mapping, notes)
     if mapping.title:
         lines.append(mapping.title)
-    chain(mapping.nodes, "")
+    chain(tree, "")
     return "\n".join(lines)
 
 
-_SHAPES = {"Storage": "cylinder", "Compute": "oval", "Toll": "cds"}
+def _line(node: DisplayNode, tiles: bool) -> str:
+    if node.kind != "storage" or not node.tiles:
+        return node.title
+    if tiles:
+        return f"{node.title}: " + "; ".join(node.details)
+    return f"{node.title}  · {node.details[-1]}"
 
 
-def to_dot(mapping: M.Mapping) -> str:
+_SHAPES = {"storage": "cylinder", "compute": "oval", "toll": "cds", "split": "triangle"}
+
+
+def to_dot(mapping: M.Mapping, notes: Annotations | None = None) -> str:
     """Graphviz DOT source: loops as boxes, storage as cylinders, compute as ovals."""
     import pydot
 
@@ -68,30 +69,19 @@ def to_dot(mapping: M.Mapping) -> str:
     graph.set_node_defaults(fontname="Helvetica", fontsize="11")
     counter = [0]
 
-    def add(node: M.MappingNode) -> str:
-        counter[0] += 1
-        name = f"n{counter[0]}"
-        shape = _SHAPES.get(node.type, "box")  # type: ignore[attr-defined]
-        if isinstance(node, M.Split):
-            shape = "triangle"
-        graph.add_node(pydot.Node(name, label=_quote(label(node)), shape=shape))
-        return name
-
-    def chain(nodes: list[M.MappingNode], parent: str | None) -> None:
-        for node in nodes:
-            if isinstance(node, M.Nested):
-                chain(node.nodes, parent)
-                return
-            name = add(node)
+    def add(node: DisplayNode, parent: str | None) -> None:
+        name = parent
+        if node.kind not in ("root", "branch"):
+            counter[0] += 1
+            name = f"n{counter[0]}"
+            shape = _SHAPES.get(node.kind, "box")
+            graph.add_node(pydot.Node(name, label=_quote(node.title), shape=shape))
             if parent:
                 graph.add_edge(pydot.Edge(parent, name))
-            parent = name
-            if isinstance(node, M.Split):
-                for child in node.nodes:
-                    chain(child.nodes if isinstance(child, M.Nested) else [child], name)
-                return
+        for child in node.children:
+            add(child, name)
 
-    chain(mapping.nodes, None)
+    add(display_tree(mapping, notes), None)
     return graph.to_string()
 
 
@@ -99,27 +89,35 @@ def _quote(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def render(mapping: M.Mapping, out: str | Path) -> tuple[Path, bool]:
-    """Draw to ``out`` (.svg/.png/.pdf with graphviz, .dot always, else text).
+def render(
+    mapping: M.Mapping, out: str | Path, notes: Annotations | None = None, graphviz: bool = False
+) -> Path:
+    """Draw to ``out``: .svg/.png/.pdf from fusemap's own layout (graphviz's ``dot`` with
+    ``graphviz``), .dot the DOT source, .txt the text tree. Returns the path written."""
+    from .drawing import draw
 
-    Returns the path written and whether graphviz drew it. Without the ``dot`` program,
-    the DOT source goes beside ``out`` and the caller shows the text drawing.
-    """
     out = Path(out)
-    dot_src = to_dot(mapping)
     fmt = out.suffix.lstrip(".").lower()
+    if fmt not in FORMATS:
+        raise FusemapError(f"cannot draw to '{out.name}': use one of .{', .'.join(FORMATS)}")
     if fmt == "dot":
-        return write_atomic(out, dot_src), True
+        return write_atomic(out, to_dot(mapping, notes))
     if fmt == "txt":
-        return write_atomic(out, text_tree(mapping) + "\n"), True
-    exe = shutil.which("dot")
-    if exe is None:
-        return write_atomic(out.with_suffix(".dot"), dot_src), False
+        return write_atomic(out, text_tree(mapping, notes, tiles=True) + "\n")
+    if graphviz:
+        return write_atomic(out, _graphviz(to_dot(mapping, notes), fmt))
+    return write_atomic(out, draw(display_tree(mapping, notes), out))
+
+
+def _graphviz(dot_src: str, fmt: str) -> bytes:
     import subprocess
 
+    exe = shutil.which("dot")
+    if exe is None:
+        raise FusemapError("--graphviz needs graphviz's 'dot' program, which is not installed")
     proc = subprocess.run(
         [exe, f"-T{fmt}"], input=dot_src.encode(), capture_output=True, check=False
     )
     if proc.returncode != 0:
-        return write_atomic(out.with_suffix(".dot"), dot_src), False
-    return write_atomic(out, proc.stdout), True
+        raise FusemapError(f"graphviz failed: {proc.stderr.decode(errors='replace').strip()}")
+    return proc.stdout

@@ -1,43 +1,69 @@
-"""Readable summaries for the terminal (rich tables)."""
+"""Readable summaries for the terminal (rich tables), every number with its unit."""
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Sequence
+
 from rich.console import Console, Group
 from rich.table import Table
+from rich.text import Text
 from rich.tree import Tree
 
 from ..analysis.passes import PassAnalysis
 from ..model.result import Result
 from ..spec import arch as A
+from ..spec.arch_eval import ComponentInfo
 from ..spec.resolve import WorkloadInfo
-from ..spec.spec import Spec
-from .render import text_tree
+from ..units import area, capacity, number, percent, quantity, si
 
 
 def fmt(x: float | None, unit: str = "") -> str:
-    """Engineering notation: 1.23e-06 J -> 1.23 µJ."""
-    if x is None:
+    """Engineering notation: 1.23e-06 J -> 1.23 µJ (kept for callers of the old name)."""
+    return si(x, unit)
+
+
+class Quantities:
+    """Formats a result's numbers with its units (plain numbers for unitless specs)."""
+
+    def __init__(self, result: Result | None = None, unitless: frozenset[str] = frozenset()):
+        self.unitless = result.unitless if result is not None else unitless
+
+    def energy(self, x: float | None) -> str:
+        return quantity(x, "J", "energy" in self.unitless)
+
+    def latency(self, x: float | None) -> str:
+        return quantity(x, "s", "latency" in self.unitless)
+
+    def power(self, x: float | None) -> str:
+        return quantity(x, "W", "energy" in self.unitless)
+
+    def note(self) -> str:
+        """A line saying which quantities are unitless, or nothing."""
+        parts = []
+        if "energy" in self.unitless:
+            parts.append("energies are unitless (the arch's action energies are >= 1e-3: counts)")
+        if "latency" in self.unitless:
+            parts.append("latencies are in cycles (every throughput is below 1e4 per second)")
+        return "; ".join(parts)
+
+
+def console() -> Console:
+    """A console as wide as the terminal; piped or redirected output is never cut.
+
+    Markup is off: names from a spec (a memory called ``b``) print as written."""
+    if sys.stdout.isatty():
+        return Console(soft_wrap=False, markup=False)
+    return Console(width=100_000, soft_wrap=False, color_system=None, markup=False)
+
+
+def usage_text(used_bits: float | None, size_bits: float | None, fraction: float | None) -> str:
+    """``6.2% of 256 KiB`` (``20 KiB`` for an unbounded memory, ``-`` if not a memory)."""
+    if fraction is None or used_bits is None:
         return "-"
-    if x == 0:
-        return f"0 {unit}".strip()
-    if x == float("inf"):
-        return "inf"
-    prefixes = [
-        (1e12, "T"),
-        (1e9, "G"),
-        (1e6, "M"),
-        (1e3, "k"),
-        (1, ""),
-        (1e-3, "m"),
-        (1e-6, "µ"),
-        (1e-9, "n"),
-        (1e-12, "p"),
-        (1e-15, "f"),
-    ]
-    for scale, p in prefixes:
-        if abs(x) >= scale:
-            return f"{x / scale:.4g} {p}{unit}".strip()
-    return f"{x:.3g} {unit}".strip()
+    if size_bits is None or size_bits == float("inf"):
+        return capacity(used_bits)
+    return f"{percent(fraction)} of {capacity(size_bits)}"
 
 
 def workload_table(wl: WorkloadInfo) -> Table:
@@ -60,8 +86,8 @@ def workload_table(wl: WorkloadInfo) -> Table:
 def tensor_table(wl: WorkloadInfo) -> Table:
     """Tensors with shape, size and role."""
     t = Table(title="Tensors", title_justify="left")
-    for col in ("tensor", "ranks", "shape", "values", "bits/value", "role"):
-        t.add_column(col)
+    for col in ("tensor", "ranks", "shape", "values", "bits/value", "size", "role"):
+        t.add_column(col, justify="right" if col in ("values", "bits/value", "size") else "left")
     for info in wl.tensors.values():
         role = "intermediate" if info.is_intermediate else ("output" if info.writers else "input")
         t.add_row(
@@ -70,13 +96,15 @@ def tensor_table(wl: WorkloadInfo) -> Table:
             "×".join(map(str, info.shape)) or "scalar",
             f"{info.size:,}",
             f"{info.bits_per_value:g}",
+            capacity(info.size * info.bits_per_value),
             role,
         )
     return t
 
 
-def arch_tree(arch: A.Arch) -> Tree:
-    """The architecture as a tree, top (root) to compute units."""
+def arch_tree(arch: A.Arch, evaluated: dict[str, ComponentInfo] | None = None) -> Tree:
+    """The architecture as a tree, top (root) to compute units, with evaluated sizes,
+    fanouts and areas when ``evaluated`` (the components for one Einsum) is given."""
     root = Tree("Architecture")
 
     def add(parent: Tree, nodes: list) -> None:
@@ -85,61 +113,161 @@ def arch_tree(arch: A.Arch) -> Tree:
             if isinstance(n, A.Fork):
                 add(cur.add("fork"), n.nodes)
                 continue
+            info = (evaluated or {}).get(n.name)
             text = f"{n.type} {n.name}"
             if isinstance(n, A.Memory):
-                text += f"  size={n.size}"
+                text += f"  size {capacity(info.size)}" if info else f"  size={n.size}"
             if n.spatial:
-                text += "  spatial: " + ", ".join(f"{d.name}×{d.fanout}" for d in n.spatial)
+                dims = info.spatial if info else n.spatial
+                text += "  spatial: " + ", ".join(f"{d.name}×{d.fanout}" for d in dims)
+            if info and info.area:
+                text += f"  area {area(info.area)}"
             cur = cur.add(text)
 
     add(root, arch.nodes)
     return root
 
 
-def check_summary(spec: Spec, wl: WorkloadInfo | None) -> Group:
+def check_summary(
+    spec,
+    wl: WorkloadInfo | None,
+    evaluated: dict[str, ComponentInfo] | None = None,
+    notes=None,
+) -> Group:
     """What ``fusemap check`` prints."""
+    from .render import text_tree
+
     parts: list = []
     if wl is not None:
         parts += [workload_table(wl), tensor_table(wl)]
     if spec.arch is not None:
-        parts.append(arch_tree(spec.arch))
+        parts.append(arch_tree(spec.arch, evaluated))
     if spec.mapping is not None:
-        parts.append("[bold]Mapping (LoopTree)[/bold]\n" + text_tree(spec.mapping))
+        parts.append(
+            Text.assemble(("Mapping (LoopTree)", "bold"), "\n" + text_tree(spec.mapping, notes))
+        )
     return Group(*parts)
 
 
-def result_tables(result: Result) -> Group:
-    """What ``fusemap evaluate`` prints: per component and per Einsum."""
+def component_table(result: Result) -> Table:
+    """Energy, share, latency, buffer usage, area and leak per component."""
+    q = Quantities(result)
     comp = Table(title="Per component", title_justify="left")
     for col in ("component", "energy", "share", "latency", "buffer usage", "area", "leak"):
         comp.add_column(col, justify="right" if col != "component" else "left")
     total = result.energy or 1.0
     for c in result.components.values():
-        usage = (
-            "-"
-            if c.usage is None
-            else (
-                f"{fmt(c.usage_bits)}b"
-                if c.size == float("inf")
-                else f"{c.usage:.1%} of {fmt(c.size)}b"
-            )
-        )
         comp.add_row(
             c.name,
-            fmt(c.energy, "J"),
+            q.energy(c.energy),
             f"{c.energy / total:.1%}",
-            fmt(c.latency, "s"),
-            usage,
-            fmt(c.area, "m²"),
-            fmt(c.leak_power, "W"),
+            q.latency(c.latency),
+            usage_text(c.usage_bits, c.size, c.usage),
+            area(c.area),
+            q.power(c.leak_power),
         )
+    return comp
+
+
+def einsum_table(result: Result) -> Table:
+    """Energy, share, latency and the limiting component per Einsum."""
+    q = Quantities(result)
     ein = Table(title="Per Einsum", title_justify="left")
-    for col in ("Einsum", "energy", "latency", "bound by"):
-        ein.add_column(col)
+    for col in ("Einsum", "energy", "share", "latency", "bound by", "compute unit", "operations"):
+        ein.add_column(
+            col, justify="left" if col in ("Einsum", "bound by", "compute unit") else "right"
+        )
+    total = result.energy or 1.0
     for e in result.einsums.values():
-        ein.add_row(e.name, fmt(e.energy, "J"), fmt(e.latency, "s"), e.bound_by)
-    head = f"[bold]Total energy[/bold] {fmt(result.energy, 'J')}   [bold]latency[/bold] {fmt(result.latency, 's')}"
-    return Group(comp, ein, head)
+        ein.add_row(
+            e.name,
+            q.energy(e.energy),
+            f"{e.energy / total:.1%}",
+            q.latency(e.latency),
+            e.bound_by,
+            e.compute_unit,
+            number(e.operations),
+        )
+    return ein
+
+
+def tensor_energy_table(result: Result) -> Table:
+    """Energy of each tensor's accesses, per memory and in total."""
+    q = Quantities(result)
+    per: dict[str, dict[str, float]] = {}
+    memories: list[str] = []
+    for e in result.einsums.values():
+        for c in e.components.values():
+            for t, acts in c.tensors.items():
+                if c.name not in memories:
+                    memories.append(c.name)
+                row = per.setdefault(t, {})
+                row[c.name] = row.get(c.name, 0.0) + sum(r.energy for r in acts.values())
+    table = Table(title="Per tensor (access energy by memory)", title_justify="left")
+    table.add_column("tensor")
+    for m in [*memories, "total", "share"]:
+        table.add_column(m, justify="right")
+    total = result.energy or 1.0
+    for t, row in per.items():
+        s = sum(row.values())
+        table.add_row(
+            t, *(q.energy(row.get(m, 0.0)) for m in memories), q.energy(s), f"{s / total:.1%}"
+        )
+    return table
+
+
+def totals_line(result: Result) -> Text:
+    """Total energy, latency and area on one line (with the unitless note, if any)."""
+    q = Quantities(result)
+    line = Text.assemble(
+        ("Total energy", "bold"),
+        f" {q.energy(result.energy)}   ",
+        ("latency", "bold"),
+        f" {q.latency(result.latency)}   ",
+        ("area", "bold"),
+        f" {area(result.area)}",
+    )
+    note = q.note()
+    if note:
+        line.append(f"\n({note})")
+    return line
+
+
+def result_tables(result: Result, tensors: bool = True) -> Group:
+    """What ``fusemap evaluate`` prints: per component, per Einsum, per tensor, totals."""
+    parts: list = [component_table(result), einsum_table(result)]
+    if tensors:
+        parts.append(tensor_energy_table(result))
+    parts.append(totals_line(result))
+    return Group(*parts)
+
+
+def pareto_table(
+    points: Sequence, files: Sequence[str] | None = None, title: str = "Energy-latency Pareto front"
+) -> Table:
+    """One row per mapping of a front: energy, latency, EDP, fused tensors (and its file).
+
+    ``points`` are mapped workloads (``.result`` and ``.fused``)."""
+    t = Table(title=title, title_justify="left")
+    cols = ["#", "energy", "latency", "EDP", "fused tensors"] + (["mapping file"] if files else [])
+    for col in cols:
+        t.add_column(col, justify="right" if col in ("#", "energy", "latency", "EDP") else "left")
+    for i, m in enumerate(points):
+        q = Quantities(m.result)
+        edp = m.result.energy * m.result.latency
+        unitless = bool(m.result.unitless)
+        fused = ", ".join(f"{f.tensor}@{f.memory}" for f in m.fused) or "none"
+        row = [
+            str(i + 1),
+            q.energy(m.result.energy),
+            q.latency(m.result.latency),
+            number(edp) if unitless else si(edp, "J·s"),
+            fused,
+        ]
+        if files:
+            row.append(files[i])
+        t.add_row(*row)
+    return t
 
 
 def pass_tables(analysis: PassAnalysis) -> Group:
@@ -159,14 +287,14 @@ def pass_tables(analysis: PassAnalysis) -> Group:
             "yes" if name in a.barriers else "",
         )
     live = Table(title="Live across stages (one fiber)", title_justify="left")
-    for col in ("tensor", "stages", "elements", "bytes", "fibers"):
+    for col in ("tensor", "stages", "elements", "size", "fibers"):
         live.add_column(col)
     for t, v in a.live.items():
         live.add_row(
             t,
             ", ".join(map(str, v.stages)),
             f"{v.fiber_elements:,}",
-            fmt(v.fiber_bytes, "B"),
+            capacity(v.fiber_bytes * 8),
             f"{v.fibers:,}",
         )
     if not a.live:
@@ -174,14 +302,12 @@ def pass_tables(analysis: PassAnalysis) -> Group:
     return Group(stages, live)
 
 
-def print_group(group: Group) -> None:
-    """Print to stdout."""
-    Console(soft_wrap=False).print(group)
+def print_group(group: Group | Table | str) -> None:
+    """Print to stdout (never cut when piped)."""
+    console().print(group)
 
 
 def print_warnings(result: Result) -> None:
     """The model's warnings, one line each, on standard error."""
-    import sys
-
     for line in result.warnings:
         print(f"warning: {line}", file=sys.stderr)
