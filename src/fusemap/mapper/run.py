@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -39,19 +38,21 @@ def map_whole(
     json_out: Path | None,
     echo: Callable[[str], None],
     epsilon: float = 0.0,
+    quiet: bool = False,
+    report: Path | None = None,
+    plots: Path | None = None,
+    log: bool = False,
+    command: str = "fusemap map",
 ) -> MapOutcome:
-    """Map the workload, print the summary, write the files."""
-    from ..report.io import write_atomic
-    from ..report.render import text_tree
-    from ..report.tables import print_group, print_warnings, result_tables
+    """Map the workload, print the summary (``quiet``: no LoopTree), write the files."""
+    from ..report import outputs
 
     outcome = map_with_progress(spec, objective, orders, jobs, epsilon)
     best = outcome.best
     res = best.result
+    notes = outputs.annotations(spec, best.mapping)
     echo(f"Optimal mapping ({objective}), Einsum order: {' -> '.join(best.order)}")
-    echo(text_tree(best.mapping))
-    print_group(result_tables(res))
-    print_warnings(res)
+    outputs.show_result(res, best.mapping, notes, tree=not quiet, echo=echo)
     if best.fused:
         for f in best.fused:
             loops = ", ".join(f"{v}:{n}" for v, n in f.loops) or "none (whole tensor)"
@@ -60,10 +61,11 @@ def map_whole(
         echo("fused: nothing (every shared tensor goes through the top memory)")
     for line in passes_lines(outcome):
         echo(line)
+    files: list[str] = []
+    if out and objective == "pareto":
+        files = outputs.save_front(out, outcome.mappings, spec, command)
     if objective == "pareto":
-        echo(f"energy-latency Pareto front: {len(outcome.mappings)} mapping(s)")
-        for m in outcome.mappings:
-            echo(f"  energy {m.result.energy:.6g}  latency {m.result.latency:.6g}")
+        outputs.show_front(outcome.mappings, files or None)
     st = outcome.statistics
     echo(
         "pmappings per Einsum: "
@@ -76,12 +78,28 @@ def map_whole(
         f"{sum(st.joined):,}, pruned {100 * d['pruned_fraction']:.1f}%"
     )
     echo("time: " + ", ".join(f"{k} {v:.2f} s" for k, v in st.seconds.items()))
-    if out:
-        header = "# Optimal mapping found by fusemap map; score it with fusemap evaluate\n"
-        write_atomic(out, header + best.mapping.to_yaml())
-    if json_out:
-        write_atomic(json_out, json.dumps(outcome_json(outcome), indent=1) + "\n")
+    if out and files:
+        echo(f"wrote {out} (point 1, the lowest energy) and every point of the front: "
+             f"{files[0]} ... {files[-1]} (numbered as in the table)")  # fmt: skip
+    elif out:
+        outputs.save_mapping(out, best.mapping, spec, command,
+                             [f"Optimal mapping ({objective}); score it with fusemap evaluate"])  # fmt: skip
+        echo(f"wrote {out}")
+    data = outcome_json(outcome)
+    if files:
+        for point, path in zip(data["pareto"], files, strict=True):
+            point["mapping_file"] = path
+    outputs.write_result_files(
+        res, best.mapping, spec, command, json_out=json_out, json_data=data, plots=plots,
+        log=log, report=report, fused=best.fused, front=outcome.mappings if objective == "pareto" else (),
+        statistics=_flat_statistics(d), notes=notes, echo=echo,
+    )  # fmt: skip
     return outcome
+
+
+def _flat_statistics(d: dict) -> dict:
+    """The statistics as short printable entries (for the report)."""
+    return {k: v for k, v in d.items() if v not in (None, [], {})}
 
 
 def passes_lines(outcome: MapOutcome) -> list[str]:

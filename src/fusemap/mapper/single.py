@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -61,16 +60,19 @@ def map_einsum(
     out: Path | None,
     json_out: Path | None,
     echo: Callable[[str], None],
+    quiet: bool = False,
+    report: Path | None = None,
+    plots: Path | None = None,
+    log: bool = False,
+    command: str = "fusemap map --einsum",
 ) -> None:
     """Map one Einsum, print the best pmapping and the statistics, write the files."""
-    from ..report.io import write_atomic
-    from ..report.render import text_tree
-    from ..report.tables import print_group, print_warnings, result_tables
+    from ..report import outputs
 
     table, mapping, result = best_pmapping(spec, einsum, objective)
-    echo(f"Best pmapping of {einsum} ({objective}):\n" + text_tree(mapping))
-    print_group(result_tables(result))
-    print_warnings(result)
+    notes = outputs.annotations(spec, mapping)
+    echo(f"Best pmapping of {einsum} ({objective}):")
+    outputs.show_result(result, mapping, notes, tree=not quiet, echo=echo)
     st = table.stats
     echo(
         f"templates {st.templates}, partial tile shapes evaluated {st.tile_shapes_evaluated:,}, "
@@ -78,13 +80,14 @@ def map_einsum(
         f"{st.seconds:.2f} s"
     )
     if out:
-        header = (
-            f"# Best pmapping of {einsum}; score it with: fusemap evaluate ... --einsum {einsum}\n"
-        )
-        write_atomic(out, header + mapping.to_yaml())
-    if json_out:
-        data = result.to_json()
-        data["objective"] = objective
-        data["einsum"] = einsum
-        data["statistics"] = st.as_dict()
-        write_atomic(json_out, json.dumps(data, indent=1) + "\n")
+        line = f"Best pmapping of {einsum}; score it with: fusemap evaluate ... --einsum {einsum}"
+        outputs.save_mapping(out, mapping, spec, command, [line])
+        echo(f"wrote {out}")
+    data = result.to_json()
+    data["objective"] = objective
+    data["einsum"] = einsum
+    data["statistics"] = st.as_dict()
+    outputs.write_result_files(
+        result, mapping, spec, command, json_out=json_out, json_data=data, plots=plots,
+        log=log, report=report, statistics=st.as_dict(), notes=notes, echo=echo,
+    )  # fmt: skip
