@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from fusemap.cli import app
 from fusemap.examples import example_path
 from fusemap.model.evaluate import evaluate_mapping
-from fusemap.report.render import render, text_tree, to_dot
+from fusemap.report.render import text_tree, to_dot
 from fusemap.spec.spec import load_spec
 
 FILES = [example_path(n) for n in ("arch.yaml", "three_matmuls.yaml", "fused_mapping.yaml")]
@@ -28,7 +28,7 @@ def test_check_prints_workload_arch_and_looptree() -> None:
     for text in ("T1", "T2", "T3", "W0", "DRAM", "Buffer", "PEArray", "MAC", "X×16"):
         assert text in out
     assert "m=64" in out and "n0=64" in out  # bounds of the rank variables
-    assert "for m step 1" in out and "compute T3 on MAC" in out
+    assert "for m ×64 (tile 1)" in out and "compute T3 on MAC" in out
     assert "OK" in out
 
 
@@ -43,7 +43,8 @@ def test_text_tree_shows_branches() -> None:
     tree = text_tree(spec.mapping)
     lines = tree.splitlines()
     assert lines[0].startswith("[DRAM] T0, W0, W1, W2, T3")
-    assert sum("branch" in line for line in lines) == 3
+    assert sum(line.lstrip("│ ").startswith(("├─ ", "└─ ")) for line in lines) == 3
+    assert "├─ T1" in tree and "└─ T3" in tree  # each branch named by its Einsums
     assert lines[-1].strip() == "compute T3 on MAC"
 
 
@@ -63,14 +64,19 @@ def test_render_writes_dot_and_text(tmp_path, suffix) -> None:
     assert out.exists() and out.stat().st_size > 0
 
 
-def test_render_svg_falls_back_to_text_without_dot(tmp_path, monkeypatch) -> None:
+def test_render_svg_and_png_without_graphviz(tmp_path, monkeypatch) -> None:
+    """Found 7: without graphviz, `render -o lt.svg` wrote lt.dot; now fusemap lays the
+    tree out itself (SVG written directly, PNG through matplotlib)."""
     monkeypatch.setattr(shutil, "which", lambda name: None)
-    spec = load_spec(*FILES)
-    path, drawn = render(spec.mapping, tmp_path / "tree.svg")
-    assert not drawn and path.suffix == ".dot" and path.exists()
-    result = run("render", *FILES, "-o", str(tmp_path / "tree.svg"))
-    assert result.exit_code == 0
-    assert "compute T1 on MAC" in result.output  # the text drawing
+    for suffix, magic in ((".svg", b"<svg"), (".png", b"\x89PNG")):
+        out = tmp_path / f"tree{suffix}"
+        result = run("render", *FILES, "-o", str(out))
+        assert result.exit_code == 0, result.output
+        assert out.read_bytes().startswith(magic)
+        assert not out.with_suffix(".dot").exists()
+    assert "compute T1 on MAC" in (tmp_path / "tree.svg").read_text()
+    result = run("render", *FILES, "-o", str(tmp_path / "tree.svg"), "--graphviz")
+    assert "graphviz" in str(result.exception)  # a user error: one line, status 2
 
 
 def test_demo_maps_prints_and_draws(tmp_path) -> None:

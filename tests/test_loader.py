@@ -282,7 +282,8 @@ def test_include_text(tmp_path):
     write(tmp_path, "text.yaml", "shared: &shared {x: {{X}}}\n")
     spec = load(tmp_path, '{% set X = 5 %}\n{{ include_text("text.yaml") }}\nm: {<<: *shared}\n')
     assert spec.data == {"shared": {"x": 5}, "m": {"x": 5}}
-    assert spec.sources.entries[("shared",)] == (str(tmp_path / "spec.yaml"), 2)
+    # the pasted text is located in the file it came from (issue 18)
+    assert spec.sources.entries[("shared",)] == (str(tmp_path / "text.yaml"), 1)
 
 
 def test_search_path_functions(tmp_path):

@@ -74,7 +74,7 @@ def _unrestricted(wl) -> FusionRules:
 
 def _map(arch_file, cascade, buffer, objective="energy", *, restricted=True, monkeypatch=None):
     spec = load_spec(arch_file, CASCADES / f"{cascade}.yaml",
-                     variables={**TINY, "BUFFER_VALUES": buffer})  # fmt: skip
+                     variables={**TINY, "BUFFER_VALUES": buffer}, allow_unused=True)  # fmt: skip
     if not restricted:
         monkeypatch.setattr(FusionRules, "of", classmethod(lambda cls, wl: _unrestricted(wl)))
     try:
@@ -138,7 +138,7 @@ def test_cascade5_recurrences_share_a_tile1_loop(arch_file, monkeypatch):
 
 def test_map_all_orders_keeps_a_recurrence_reader_before_its_writer(arch_file):
     spec = load_spec(arch_file, CASCADES / "cascade5.yaml",
-                     variables={**TINY, "BUFFER_VALUES": 16})  # fmt: skip
+                     variables={**TINY, "BUFFER_VALUES": 16}, allow_unused=True)  # fmt: skip
     orders = ffm._orders(resolve_workload(spec), "all", 50, FusionRules.of(resolve_workload(spec)))
     assert orders and all(o.index("SPD") < o.index("RD") for o in orders)
 
@@ -158,8 +158,8 @@ def test_cli_prints_and_writes_the_bound(arch_file, tmp_path, monkeypatch, capsy
     variables = [x for k, v in {**TINY, "BUFFER_VALUES": 16}.items() for x in ("-D", f"{k}={v}")]
     files = [str(arch_file), str(CASCADES / f"{cascade}.yaml")]
     out, js = tmp_path / "m.yaml", tmp_path / "m.json"
-    code, text = run_cli(["map", *files, *variables, "-o", str(out), "--json", str(js)],
-                         monkeypatch, capsys)  # fmt: skip
+    code, text = run_cli(["map", *files, *variables, "--allow-unused", "-o", str(out), "--json",
+                          str(js)], monkeypatch, capsys)  # fmt: skip
     assert code == 0, text
     assert "passes over M" in text and f": {passes} (lower bound for any mapping)" in text
     data = json.loads(js.read_text())
@@ -167,7 +167,8 @@ def test_cli_prints_and_writes_the_bound(arch_file, tmp_path, monkeypatch, capsy
     if cascade == "cascade4":
         assert "live across passes: QK (8 values per fiber, 2 fibers)" in text
         assert data["passes"]["M"]["live"] == {"QK": 8, "SN": 8}
-    code, text = run_cli(["evaluate", *files, str(out), *variables, "--json", str(js)],
+    code, text = run_cli(["evaluate", *files, str(out), *variables, "--allow-unused", "--json",
+                          str(js)],
                          monkeypatch, capsys)  # fmt: skip
     assert code == 0, text
     assert json.loads(js.read_text())["energy"] == pytest.approx(data["energy"], rel=1e-12)
