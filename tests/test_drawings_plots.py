@@ -15,8 +15,6 @@ from fusemap.cli import app
 from fusemap.examples import example_path
 from fusemap.model.evaluate import evaluate_mapping
 from fusemap.report import plots
-from fusemap.report.drawing import layout
-from fusemap.report.looptree import annotate, display_tree
 from fusemap.report.render import render
 from fusemap.spec.spec import load_spec
 
@@ -26,6 +24,8 @@ SHARED = Path(__file__).resolve().parents[2] / "shared"
 
 
 def test_svg_draws_one_box_per_merged_storage_node(tmp_path):
+    from fusemap.report.looptree import annotate
+
     spec = load_spec(*FILES)
     svg = render(spec.mapping, tmp_path / "t.svg", annotate(spec, spec.mapping)).read_text()
     assert svg.startswith("<svg") and svg.rstrip().endswith("</svg>")
@@ -36,6 +36,9 @@ def test_svg_draws_one_box_per_merged_storage_node(tmp_path):
 
 
 def test_gpt3_drawing_is_compact():
+    from fusemap.report.drawing import layout
+    from fusemap.report.looptree import annotate, display_tree
+
     case = SHARED / "reference/model-mapper-shapes/ffm_gpt3_tok1024"
     if not case.exists():
         pytest.skip("../shared/reference is not available")

@@ -15,7 +15,6 @@ from typer.testing import CliRunner
 from fusemap.cli import app
 from fusemap.examples import example_path
 from fusemap.model.evaluate import evaluate_mapping
-from fusemap.report.looptree import annotate, merge_storage
 from fusemap.report.render import text_tree
 from fusemap.spec import mapping as M
 from fusemap.spec.errors import FusemapError
@@ -61,6 +60,8 @@ def test_storage_nodes_of_one_memory_are_written_together(tmp_path):
 
 
 def test_loops_show_iteration_counts_and_fanout_usage(tmp_path):
+    from fusemap.report.looptree import annotate
+
     spec = _staircase(tmp_path)
     text = text_tree(spec.mapping, annotate(spec, spec.mapping))
     assert "for m ×3 (tile 3)" in text  # 8 cut by 3: tiles of 3, 3 and 2
@@ -75,6 +76,8 @@ def test_loops_show_iteration_counts_and_fanout_usage(tmp_path):
 
 
 def test_merged_mapping_evaluates_exactly_as_the_original(tmp_path):
+    from fusemap.report.looptree import merge_storage
+
     spec = _staircase(tmp_path)
     merged = merge_storage(spec.mapping)
     assert len(merged.nodes) == len(spec.mapping.nodes) - 4
@@ -83,6 +86,8 @@ def test_merged_mapping_evaluates_exactly_as_the_original(tmp_path):
 
 
 def test_nodes_separated_by_a_loop_or_of_another_memory_stay_apart():
+    from fusemap.report.looptree import merge_storage
+
     nodes = [
         M.Storage(tensors=["T0"], component="DRAM"),
         M.Storage(tensors=["T0"], component="Buffer"),
@@ -136,12 +141,16 @@ def _outcome(mapping: M.Mapping, einsums: list[str]):
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(mappings())
 def test_merging_storage_never_changes_a_count_or_a_usage(mapping):
+    from fusemap.report.looptree import merge_storage
+
     einsums = [b[-1].einsum for b in mapping.branches()]
     merged = merge_storage(mapping)
     assert _outcome(merged, einsums) == _outcome(mapping, einsums)
 
 
 def test_gpt3_reference_mapping_merged_gives_the_same_numbers():
+    from fusemap.report.looptree import annotate, merge_storage
+
     case = SHARED / "reference/model-mapper-shapes/ffm_gpt3_tok1024"
     if not case.exists():
         return

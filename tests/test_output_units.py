@@ -12,11 +12,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from fusemap import units
 from fusemap.cli import app
 from fusemap.examples import example_path
 from fusemap.model.evaluate import evaluate_mapping
-from fusemap.report.tables import pass_tables, result_tables
 from fusemap.spec.errors import InvalidMappingError
 from fusemap.spec.spec import load_spec
 
@@ -44,6 +42,8 @@ def run(*args: str):
     ],
 )
 def test_area_uses_squared_prefixes(m2, text):
+    from fusemap import units
+
     assert units.area(m2) == text
 
 
@@ -62,7 +62,11 @@ def test_tpu_global_buffer_area_reads_as_its_spec_says():
     params = json.loads((case / "params.json").read_text())
     spec = load_spec(case / "arch.yaml", workload, case / "mapping.yaml", variables=params)
     result = evaluate_mapping(spec)
-    assert units.area(result.components["GlobalBuffer"].area) == "112 mm²"
+    text = _plain_cli(["evaluate", str(case / "arch.yaml"), str(workload), str(case / "mapping.yaml"),
+                       *[x for k, v in params.items() for x in ("-D", f"{k}={v}")]])  # fmt: skip
+    row = next(line for line in text.splitlines() if line.startswith("│ GlobalBuffer"))
+    assert "112 mm²" in row  # main: "112 µm²"
+    assert result.components["GlobalBuffer"].area == pytest.approx(112e-6)
 
 
 # -- Found 3: capacities in bytes, readable overflow, unitless toy specs ----------------
@@ -81,11 +85,13 @@ def test_tpu_global_buffer_area_reads_as_its_spec_says():
     ],
 )
 def test_capacities_are_bytes_with_binary_prefixes(bits, text):
+    from fusemap import units
+
     assert units.capacity(bits) == text
 
 
 def test_buffer_usage_column_reads_in_bytes():
-    text = _plain(result_tables(evaluate_mapping(load_spec(*FILES))))
+    text = _plain_cli(["evaluate", *FILES])
     assert re.search(r"\d+(\.\d+)?% of 256 KiB", text)
     assert " kb" not in text and "Mb" not in text and not re.search(r"\db\b", text)
 
@@ -100,14 +106,10 @@ def test_overflow_error_is_in_readable_units():
 
 
 def test_passes_table_gives_fiber_sizes_in_binary_bytes():
-    from fusemap.analysis.passes import analyze_passes
-
-    cascade = ROOT / "examples/attention/cascade5.yaml"
-    analysis = analyze_passes(
-        load_spec(cascade, variables={"MODEL": "bert", "SEQ": 1024}, allow_unused=True), "M"
-    )
-    text = _plain(pass_tables(analysis))
-    assert " kB" not in text and " MB" not in text
+    cascade = str(ROOT / "examples/attention/cascade4.yaml")
+    text = _plain_cli(["passes", cascade, "--rank", "M", "-D", "MODEL=bert", "-D", "SEQ=1024"])
+    qk = next(line for line in text.splitlines() if line.startswith("│ QK") and "786,432" in line)
+    assert "2 KiB" in qk  # 1,024 fp16 values; main: "2.048 kB"
 
 
 def test_unitless_toy_spec_prints_plain_numbers():
@@ -118,19 +120,20 @@ def test_unitless_toy_spec_prints_plain_numbers():
     params = json.loads((case / "params.json").read_text())
     spec = load_spec(case / "arch.yaml", case / "workload.yaml", case / "mapping.yaml",
                      variables=params)  # fmt: skip
+    text = _plain_cli(["evaluate", str(case / "arch.yaml"), str(case / "workload.yaml"),
+                       str(case / "mapping.yaml"),
+                       *[x for k, v in params.items() for x in ("-D", f"{k}={v}")]])  # fmt: skip
+    assert not re.search(r"\d [kMGT]?J\b", text) and not re.search(r"\d [kMGTmµn]?s\b", text)
+    assert "unitless" in text
     result = evaluate_mapping(spec)
     assert result.unitless == {"energy", "latency"}
     assert result.units["energy"] == "1" and result.units["latency"] == "1"
-    text = _plain(result_tables(result))
-    assert not re.search(r"\d [kMGT]?J\b", text) and not re.search(r"\d [kMGTmµn]?s\b", text)
-    assert "unitless" in text
-    assert units.number(69_337_088) == "69,337,088"
 
 
 def test_real_spec_keeps_its_units():
     result = evaluate_mapping(load_spec(*FILES))
     assert result.unitless == frozenset()
-    assert "µJ" in _plain(result_tables(result))
+    assert "µJ" in _plain_cli(["evaluate", *FILES])
 
 
 # -- Found 4: piped output is never cut at 80 columns -----------------------------------
@@ -160,3 +163,9 @@ def _plain(renderable) -> str:
     with console.capture() as cap:
         console.print(renderable)
     return cap.get()
+
+
+def _plain_cli(args: list[str]) -> str:
+    result = run(*args)
+    assert result.exit_code == 0, result.output
+    return result.output

@@ -72,10 +72,10 @@ def reservations(chain: Chain) -> list[ReservationInfo]:
             depth = sum(isinstance(x, LoopStep) for x in steps[:r])
             key = (s.node_id, tensor, chain.node_ids[r - 1])
             persistent = s.persistent or tensor in chain.einsum.persistent and k == 0
-            shape = tuple(
-                1 + sum(c * (sizes.get(v, 1) - 1) for v, c in rank)
-                for rank in projection_terms(chain.einsum, tensor)
-            )
+            ranks = chain.cache.get(("proj", tensor))  # filled by tile_values above
+            if ranks is None:
+                ranks = projection_terms(chain.einsum, tensor)
+            shape = tuple(1 + sum(c * (sizes.get(v, 1) - 1) for v, c in rank) for rank in ranks)
             out.append(
                 ReservationInfo(
                     tensor, s.component, bits, chain.einsum.name, depth, key, persistent, shape
