@@ -168,15 +168,10 @@ class _Converter:
         self.active: set[int] = set()
 
     def origin(self, index: int) -> Loc:
-        """(file, 1-based line) of 0-based rendered line ``index`` (pasted text: the
-        included file)."""
+        """(file, 1-based line) of 0-based rendered line ``index`` (pasted: its file)."""
         if not self.origins:
             return self.file, index + 1
         return self.origins[min(index, len(self.origins) - 1)]
-
-    def line(self, index: int) -> int:
-        """The 1-based source line of 0-based rendered line ``index``."""
-        return self.origin(index)[1]
 
     def loc(self, node: Node) -> Loc:
         return self.origin(node.start_mark.line)
@@ -189,7 +184,7 @@ class _Converter:
             where = Location(*self.origin(mark.line)) if mark else Location(self.file)
             problem = e.problem or e.context or "invalid YAML"
             if e.problem and e.context and e.context_mark:
-                problem += f" ({e.context} started on line {self.line(e.context_mark.line)})"
+                problem += f" ({e.context} started on line {self.origin(e.context_mark.line)[1]})"
             raise SpecError(f"YAML syntax error: {problem}", where) from None
         except RecursionError:
             raise SpecError("document nested too deeply", Location(self.file)) from None
