@@ -60,6 +60,8 @@ def map_whole(
         echo("fused: nothing (every shared tensor goes through the top memory)")
     for line in passes_lines(outcome):
         echo(line)
+    for line in outcome.notes:
+        echo(f"note: {line}")
     if objective == "pareto":
         echo(f"energy-latency Pareto front: {len(outcome.mappings)} mapping(s)")
         for m in outcome.mappings:
@@ -113,6 +115,7 @@ def outcome_json(outcome: MapOutcome) -> dict:
     data["fused"] = [f.as_dict() for f in best.fused]
     data["statistics"] = outcome.statistics.as_dict()
     data["passes"] = {rank: a.to_json() for rank, a in outcome.passes.items()}
+    data["notes"] = outcome.notes
     if outcome.objective == "pareto":
         data["pareto"] = [
             {

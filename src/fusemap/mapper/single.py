@@ -13,6 +13,7 @@ from ..spec.errors import FusemapError
 from ..spec.mapping import Mapping
 from ..spec.resolve import resolve_workload
 from ..spec.spec import Spec
+from .feasibility import check_einsum
 from .pmappings import OBJECTIVES, PmappingTable, generate_pmappings
 
 
@@ -27,7 +28,9 @@ def best_pmapping(
     if einsum not in names:
         raise FusemapError(f"unknown Einsum '{einsum}' (the workload has {', '.join(names)})")
     arch = ArchEvaluator(spec, wl)
+    notes = check_einsum(wl.einsum(einsum), wl, arch)  # before the search: fails fast
     table = _with_progress(spec, einsum, objective, wl, arch)
+    table.notes = notes
     if len(table) == 0:
         raise FusemapError(
             f"Einsum {einsum}: no valid mapping (every tile shape overflows a buffer or "
@@ -71,6 +74,8 @@ def map_einsum(
     echo(f"Best pmapping of {einsum} ({objective}):\n" + text_tree(mapping))
     print_group(result_tables(result))
     print_warnings(result)
+    for line in table.notes:
+        echo(f"note: {line}")
     st = table.stats
     echo(
         f"templates {st.templates}, partial tile shapes evaluated {st.tile_shapes_evaluated:,}, "
@@ -87,4 +92,5 @@ def map_einsum(
         data["objective"] = objective
         data["einsum"] = einsum
         data["statistics"] = st.as_dict()
+        data["notes"] = table.notes
         write_atomic(json_out, json.dumps(data, indent=1) + "\n")
