@@ -71,21 +71,24 @@ def _spatial(info, flat):
                 if info.bounds[v] > 1
                 and all(info.relevance(t, v) == "irrelevant" for t in d.reuse & set(info.tensors))
             ]
-            need = math.ceil(d.min_usage * d.fanout - 1e-9) if d.min_usage > 0 else 1
+            need = 1
+            if d.min_usage > 0 and not info.is_copy:
+                need = math.ceil(d.min_usage * d.fanout - 1e-9)
             options = []
             for trips in itertools.product(*[range(1, info.bounds[v] + 1) for v in ok_vars]):
                 if any(info.bounds[v] % n for v, n in zip(ok_vars, trips, strict=True)):
                     continue
                 used = math.prod(trips)
-                if need <= used <= d.fanout:
-                    options.append(
-                        [
-                            (comp.name, d.name, lv, v, n)
-                            for v, n in zip(ok_vars, trips, strict=True)
-                            if n > 1
-                        ]
-                    )
-            dims.append(options)
+                if used <= d.fanout:
+                    loops = [
+                        (comp.name, d.name, lv, v, n)
+                        for v, n in zip(ok_vars, trips, strict=True)
+                        if n > 1
+                    ]
+                    options.append((used, loops))
+            # min_usage, or the highest usage reachable when nothing reaches it
+            need = min(need, max(u for u, _ in options))
+            dims.append([loops for used, loops in options if used >= need])
     for combo in itertools.product(*dims):
         loops = [x for opt in combo for x in opt]
         per_var = {}
@@ -140,15 +143,9 @@ def mappings(spec: Spec, einsum: str, imperfect_max: int = 16):
                 n = len(order)
                 for loops in _spatial(info, flat):
                     slot = {}
-                    blocked = set()
                     for comp, dname, lv, v, _trips in loops:
                         s = next((j for j, (_, hl) in enumerate(order) if hl >= lv), n)
                         slot[(comp, dname, v)] = s
-                        last = s
-                        for t in info.tensors:
-                            q = next((j for j in range(s, n) if order[j][0] == t), n)
-                            last = max(last, q)
-                        blocked |= {(g, v) for g in range(s, last)}
                     dead = {
                         g for g in range(n - 1) if order[g][1] == top and order[g + 1][1] == top
                     }
@@ -158,7 +155,7 @@ def mappings(spec: Spec, einsum: str, imperfect_max: int = 16):
                         for comp, dname, _lv, var, trips in loops:
                             if var == v:
                                 spatial_at.setdefault(slot[(comp, dname, v)], []).append(trips)
-                        gaps = {g for g in range(n) if g not in dead and (g, v) not in blocked}
+                        gaps = {g for g in range(n) if g not in dead}
                         imp = info.bounds[v] <= imperfect_max and v not in {x[3] for x in loops}
                         chains.append(_chains(info.bounds[v], gaps, spatial_at, imp, n - 1))
                     for combo in itertools.product(*chains):

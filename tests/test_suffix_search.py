@@ -43,8 +43,9 @@ def _spec(seed: int, tmp_path):
     return load_spec(path)
 
 
-def _fronts(spec, einsum_name: str, objective: str, once: bool) -> dict:
-    config = replace(config_from_spec(spec), fusion=True, fused_loops_once=once)
+def _fronts(spec, einsum_name: str, objective: str, once: bool, **knobs) -> dict:
+    config = replace(config_from_spec(spec), fusion=True, fused_loops_once=once, **knobs)
+    config = config if "hosts" in knobs else replace(config, hosts=frozenset())
     table = generate_pmappings(spec, einsum_name, objective=objective, config=config)
     best: dict = {}
     for i in range(len(table)):
@@ -139,3 +140,42 @@ def _never_alone(init):
         self.alone = False
 
     return patched
+
+
+@pytest.mark.parametrize("seed", [9, 11, 12, 14, 16])  # T2 fits GB whole in these
+def test_a_host_keeps_the_least_energy_for_every_amount_it_may_hold(seed, tmp_path):
+    """E0 runs while T2 (E1 -> E2) may be held whole in GB: its templates that fuse
+    nothing are searched once per amount held (none, or T2), each with its own energy
+    ceiling. For each amount, the least energy of the rows that fit beside it is the
+    least energy the full front (reservations compared, no ceiling) has there."""
+    from fusemap.mapper.pmappings import held_amounts
+    from fusemap.mapper.space import join_memories
+    from fusemap.spec.arch_eval import ArchEvaluator
+    from fusemap.spec.resolve import resolve_workload
+
+    spec = _spec(seed, tmp_path)
+    wl = resolve_workload(spec)
+    arch_eval = ArchEvaluator(spec, wl)
+    knobs = {"hosts": frozenset({"E0"}), "hosted": {"E0": frozenset({"T2"})}}
+    config = replace(config_from_spec(spec), fusion=True, **knobs)
+    memories = join_memories(wl, arch_eval, config)
+    amounts = held_amounts(wl.einsum("E0"), wl, arch_eval, config, memories)
+    assert len(amounts) >= 2 and amounts[0] == {}  # nothing held, or T2 in a memory
+    fast = generate_pmappings(spec, "E0", objective="energy", config=config)
+    full = replace(config, hosts=None, hosted={})  # every row kept on its reservations
+    slow = generate_pmappings(spec, "E0", objective="energy", config=full)
+    sizes = {m: arch_eval.components("E0")[m].size for m in memories}
+
+    def least(table, held) -> float | None:
+        fits = table.fusion.seq == 0
+        for m, bits in table.fusion.buckets.items():
+            fits &= bits.sum(axis=1) <= (sizes[m] - held.get(m, 0.0)) * (1 + 1e-9)
+        return float(table.energy[fits].min()) if fits.any() else None
+
+    for held in amounts:
+        want = least(slow, held)
+        assert (
+            (least(fast, held) is None)
+            if want is None
+            else least(fast, held) == (pytest.approx(want, rel=1e-12))
+        ), held

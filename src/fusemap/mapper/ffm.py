@@ -18,6 +18,7 @@ from ..spec.resolve import WorkloadInfo, resolve_workload
 from ..spec.spec import Spec
 from .assemble import assemble
 from .dependencies import FusionRules
+from .feasibility import check_einsum
 from .join import Bound, Joined, join
 from .pmappings import PmappingTable, generate_pmappings
 from .prefix import Compatibility
@@ -90,6 +91,9 @@ class MapOutcome:
     """Per rank, the passes any mapping makes and the fibers live across them (the
     lower bound beside the result; only ranks where it says something, see
     :func:`fusemap.analysis.passes.pass_bounds`)."""
+    notes: list[str] = field(default_factory=list)
+    """What the mapper relaxed, e.g. a ``min_usage`` no mapping reaches (the
+    highest-usage mappings competed instead)."""
 
     @property
     def best(self) -> MappedWorkload:
@@ -128,8 +132,9 @@ def map_workload(
     rules = FusionRules.of(wl)
     order_list = _orders(wl, orders, max_orders, rules)
     stats.orders = len(order_list)
-    fusable = _fusable(wl, order_list)
-    tables = generate_tables(spec, wl, arch, objective, jobs, progress, stats, fusable)
+    notes = [line for info in wl.einsums for line in check_einsum(info, wl, arch)]
+    plan = fusion_plan(wl, order_list)
+    tables = generate_tables(spec, wl, arch, objective, jobs, progress, stats, plan)
     stats.seconds["pmappings"] = time.perf_counter() - start
     for name, table in tables.items():
         if len(table) == 0:
@@ -137,7 +142,7 @@ def map_workload(
                 f"Einsum {name}: no valid mapping (every tile shape overflows a buffer or "
                 "breaks a fanout constraint: check sizes, min_usage, reuse and loop_bounds)"
             )
-    memories = _memory_sizes(wl, arch, replace(config, fusable=fusable))
+    memories = _memory_sizes(wl, arch, replace(config, fusable=plan.fusable))
     t = time.perf_counter()
     bound = math.inf
     if epsilon > 0 and objective != "pareto":
@@ -179,7 +184,7 @@ def map_workload(
     mapped = [_materialize(j, row, tables, wl, arch, spec, top) for j, row in picked]
     stats.seconds["assemble"] = time.perf_counter() - t
     stats.seconds["total"] = time.perf_counter() - start
-    return MapOutcome(objective, mapped, stats, pass_bounds(spec, wl))
+    return MapOutcome(objective, mapped, stats, pass_bounds(spec, wl), notes)
 
 
 def _join_objective(objective: str) -> str:
@@ -288,17 +293,35 @@ def _orders(wl: WorkloadInfo, which: str, limit: int, rules: FusionRules) -> lis
     return out
 
 
-def _fusable(wl: WorkloadInfo, order_list: list[list[str]]) -> frozenset[str]:
-    """Shared tensors whose users are consecutive in some order (the others cannot be
-    fused: an Einsum between two users would have to host them)."""
-    out: set[str] = set()
+@dataclass(frozen=True)
+class FusionPlan:
+    """What the orders the join tries allow: which shared tensors may be fused, which
+    only whole (their users are never consecutive: the Einsums between hold them too),
+    and which Einsums may run while another Einsum's tensor is held."""
+
+    fusable: frozenset[str]
+    untiled: frozenset[str]
+    hosts: frozenset[str]
+    hosted: dict[str, frozenset[str]]  # per host, the tensors that may be held across it
+
+
+def fusion_plan(wl: WorkloadInfo, order_list: list[list[str]]) -> FusionPlan:
+    """The :class:`FusionPlan` of the orders ``order_list``."""
+    consecutive: set[str] = set()
+    hosted: dict[str, set[str]] = {}
     for order in order_list:
         where = {n: i for i, n in enumerate(order)}
-        for t in wl.shared - out:
+        for t in wl.shared:
             users = sorted(where[e.name] for e in wl.einsums if t in e.tensors)
             if users[-1] - users[0] == len(users) - 1:
-                out.add(t)
-    return frozenset(out)
+                consecutive.add(t)
+            used = set(users)
+            for i in range(users[0] + 1, users[-1]):
+                if i not in used:
+                    hosted.setdefault(order[i], set()).add(t)
+    shared = frozenset(wl.shared)
+    held = {e: frozenset(ts) for e, ts in hosted.items()}
+    return FusionPlan(shared, shared - consecutive, frozenset(held), held)
 
 
 def generate_tables(
@@ -309,17 +332,28 @@ def generate_tables(
     jobs: int,
     progress: Progress | None,
     stats: MapStatistics,
-    fusable: frozenset[str] | None = None,
+    plan: FusionPlan | None = None,
 ) -> dict[str, PmappingTable]:
     """Fused pmappings of every Einsum; Einsums equal up to tensor names share one.
-    ``fusable``: the shared tensors that may be fused (None: all)."""
+    ``plan``: what may be fused how (None: every shared tensor, tiled or not, and every
+    Einsum may host)."""
+    plan = plan or FusionPlan(
+        frozenset(wl.shared), frozenset(), frozenset(e.name for e in wl.einsums), {}
+    )
     groups: dict[tuple, list[str]] = {}
     for e in wl.einsums:
-        groups.setdefault(einsum_signature(e, wl, arch, fusable), []).append(e.name)
+        groups.setdefault(einsum_signature(e, wl, arch, plan), []).append(e.name)
     unique = [names[0] for names in groups.values()]
     stats.distinct_einsums = len(unique)
     gen_objective = "energy" if objective == "energy" else "all"
-    config = replace(config_from_spec(spec), fusion=True, fusable=fusable)
+    config = replace(
+        config_from_spec(spec),
+        fusion=True,
+        fusable=plan.fusable,
+        untiled=plan.untiled,
+        hosts=plan.hosts,
+        hosted=plan.hosted,
+    )
     made: dict[str, PmappingTable] = {}
     if jobs > 1 and len(unique) > 1:
         from joblib import Parallel, delayed

@@ -43,6 +43,7 @@ from .join_rows import Group, join_pairs
 from .pareto import pareto_mask
 from .pmappings import PmappingTable
 from .prefix import Compatibility
+from .space import top_memory
 from .terms import tile_values
 
 Key = tuple[Compatibility, ...]
@@ -114,6 +115,8 @@ def join(
     accessors = {t: [i for i, e in enumerate(order) if t in workload.einsum(e).tensors]
                  for t in workload.tensors}  # fmt: skip
     stats = JoinStats()
+    top = top_memory(arch, order[0])
+    hosted = _Hosted(tables, workload, arch, accessors, order, memories)
     groups: dict[tuple[Key, State, Exposure], Group] = {
         ((), EMPTY, ()): Group(
             np.zeros(1), np.zeros(1), np.zeros((1, 0), dtype=np.int64),
@@ -125,6 +128,7 @@ def join(
         by_match: dict[tuple, list[_Piece]] = {}
         fusion = tables[name].fusion
         assert fusion is not None, "the join needs pmappings generated with fusion on"
+        uses = set(workload.einsum(name).tensors)
         # Tensors exchanged with earlier Einsums that may be fused (the others are backed
         # in the top memory by every pmapping, so they are always compatible).
         earlier = sorted(t for t in fusion.shared if accessors[t][0] < j)
@@ -132,10 +136,12 @@ def join(
             by_match.setdefault(tuple(p.compat[t] for t in earlier), []).append(p)
         pairs: list[tuple[Group, _Piece]] = []
         dest: list[tuple[Key, State, Exposure]] = []
+        adds: list[list[tuple[str, int, float]]] = []
         for (key, state, exposure), g in groups.items():
             live = {c.tensor: c for c in key}
             if any(t not in live for t in earlier):
                 continue
+            held = [c for c in key if c.tensor not in uses and c.backing != top]
             for p in by_match.get(tuple(live[t] for t in earlier), []):
                 nstate = rules.step(order, j, state, p.loops, p.b_prev, p.b_next)
                 if nstate is None:
@@ -145,7 +151,9 @@ def join(
                     continue  # a copy of a tensor on another user's path (module doc)
                 pairs.append((g, p))
                 dest.append((_live_key(live, p.compat, j, accessors), nstate, nexposure))
-        groups = _prune(join_pairs(pairs, dest, tables[name], memories), objective, epsilon)
+                adds.append(p.shared_adds + hosted.adds(held, p.b_prev))
+        joined = join_pairs(pairs, dest, tables[name], memories, adds)
+        groups = _prune(joined, objective, epsilon)
         if bound is not None:
             before = sum(len(g.energy) for g in groups.values())
             groups = {k: g for k, g in ((k, bound.keep(g, j)) for k, g in groups.items()) if g}
@@ -182,8 +190,8 @@ def _pieces(j, order, table, workload, arch, accessors, memories) -> list[_Piece
         for t, c in compat.items():
             users = accessors[t]
             fused = c.backing != fusion.top[t]
-            if fused and users != list(range(users[0], users[-1] + 1)):
-                ok = False  # an Einsum between two users would have to host it
+            if fused and c.depth and users != list(range(users[0], users[-1] + 1)):
+                ok = False  # the Einsums between two users would have to share its loops
                 break
             if not fused:
                 continue
@@ -325,6 +333,36 @@ def _exposed(
         if lo or hi:
             out.append((t, lo, hi))
     return tuple(out)
+
+
+@dataclass
+class _Hosted:
+    """Fused tensors of other Einsums held while an Einsum runs (it lies between their
+    users): each is reserved again, at the level under its loops, by every Einsum of its
+    live range that does not share that level with the one before."""
+
+    tables: dict[str, PmappingTable]
+    workload: WorkloadInfo
+    arch: ArchEvaluator
+    accessors: dict[str, list[int]]
+    order: list[str]
+    memories: dict[str, float]
+    bits: dict[Compatibility, float] = field(default_factory=dict)
+
+    def adds(self, held: list[Compatibility], b_prev: int) -> list[tuple[str, int, float]]:
+        """(memory, level, bits) of the ``held`` tiles this Einsum reserves again."""
+        out = []
+        for c in held:
+            if c.backing not in self.memories or b_prev >= c.depth + 1:
+                continue
+            if c not in self.bits:
+                user = self.order[self.accessors[c.tensor][0]]
+                info = self.workload.einsum(user)
+                self.bits[c] = _backing_bits(
+                    info, c.tensor, c, self.tables[user], self.arch, self.workload
+                )
+            out.append((c.backing, c.depth + 1, self.bits[c]))
+        return out
 
 
 def _backing_bits(info, tensor: str, c: Compatibility, table: PmappingTable, arch, workload):

@@ -44,18 +44,27 @@ class PieceLike(Protocol):
 
 
 def join_pairs(
-    pairs: list[tuple[Group, PieceLike]], dest: list, table, memories: dict[str, float]
+    pairs: list[tuple[Group, PieceLike]],
+    dest: list,
+    table,
+    memories: dict[str, float],
+    adds: list[list[tuple[str, int, float]]] | None = None,
 ) -> dict:
     """Every partial mapping of each pair's group with every row of its piece, within
     every memory, gathered by destination ``dest[i]`` of pair ``i``: per destination,
     its pairs' rows in pair order (group rows major), destinations in the order of their
-    first pair with a row that fits (what joining pair by pair and appending gives)."""
+    first pair with a row that fits (what joining pair by pair and appending gives).
+    ``adds[i]``: the (memory, level, bits) tiles pair ``i`` reserves besides its rows'
+    own (default: its piece's fused backing tiles)."""
+    adds = adds if adds is not None else [p.shared_adds for _, p in pairs]
     batches: dict[tuple[int, int], list[int]] = {}
     for i, (_, p) in enumerate(pairs):
         batches.setdefault((p.b_prev, p.b_next), []).append(i)
     by_width: dict[int, list[tuple[np.ndarray, Group]]] = {}
     for (b, b2), members in batches.items():
-        pair, joined = _join_batch([pairs[i] for i in members], b, b2, table, memories)
+        pair, joined = _join_batch(
+            [pairs[i] for i in members], [adds[i] for i in members], b, b2, table, memories
+        )
         by_width.setdefault(b2, []).append((np.asarray(members, dtype=np.int64)[pair], joined))
     slot: dict = {}
     dest_id = np.array([slot.setdefault(d, len(slot)) for d in dest], dtype=np.int64)
@@ -76,7 +85,7 @@ def join_pairs(
     return {key: g for _, key, g in sorted(found, key=lambda x: x[0])}
 
 
-def _join_batch(pairs, b: int, b2: int, table, memories) -> tuple[np.ndarray, Group]:
+def _join_batch(pairs, adds, b: int, b2: int, table, memories) -> tuple[np.ndarray, Group]:
     """Pairs whose pieces all share ``b`` loops with the previous Einsum and ``b2`` with
     the next one: (pair of each row that fits, the rows)."""
     # The distinct groups, stacked once.
@@ -104,7 +113,7 @@ def _join_batch(pairs, b: int, b2: int, table, memories) -> tuple[np.ndarray, Gr
     C: dict[str, np.ndarray] = {}
     top = max(b, b2)
     buckets = table.fusion.buckets
-    n_adds = max(len(p.shared_adds) for _, p in pairs)
+    n_adds = max(len(a) for a in adds)
     for m, capacity in memories.items():
         s = np.zeros((len(pair), top))
         c = np.zeros((len(pair), top + 1))
@@ -119,9 +128,9 @@ def _join_batch(pairs, b: int, b2: int, table, memories) -> tuple[np.ndarray, Gr
         for q in range(n_adds):  # fused backing tiles, in each piece's order
             level = np.zeros(len(pairs), dtype=np.int64)
             bits = np.zeros(len(pairs))
-            for k, (_, p) in enumerate(pairs):
-                if q < len(p.shared_adds) and p.shared_adds[q][0] == m:
-                    level[k], bits[k] = p.shared_adds[q][1], p.shared_adds[q][2]
+            for k, a in enumerate(adds):
+                if q < len(a) and a[q][0] == m:
+                    level[k], bits[k] = a[q][1], a[q][2]
             if not bits.any():
                 continue
             lv, bt = level[pair], bits[pair]

@@ -21,7 +21,15 @@ from ..spec.resolve import WorkloadInfo
 from .pareto import pareto_mask
 from .prefix import Compatibility, PrefixInterner
 from .search import TilingCounts, tile_templates
-from .space import MapperConfig, config_from_spec, join_memories, templates, top_memory
+from .space import (
+    MapperConfig,
+    backing_choices,
+    compute_units,
+    config_from_spec,
+    join_memories,
+    templates,
+    top_memory,
+)
 from .template_result import TemplateResult
 from .tiling import TemplateTiler
 
@@ -80,6 +88,7 @@ class PmappingTable:
     latency_counts: dict[str, np.ndarray] = field(default_factory=dict)  # see TemplateResult
     stats: PmappingStats = field(default_factory=PmappingStats)
     fusion: FusionColumns | None = None  # with fusion: what the join needs per row
+    notes: list[str] = field(default_factory=list)  # what the search relaxed (min_usage)
 
     def __len__(self) -> int:
         return len(self.energy)
@@ -255,8 +264,10 @@ def generate_pmappings(
     stats = PmappingStats(templates=len(temps))
     interner = PrefixInterner()
     memo: dict = {}
-    tilers = [
-        TemplateTiler(
+    amounts = held_amounts(info, workload, arch, config, joined) if prune else None
+
+    def tiler(tmpl, held: dict[str, float] | None) -> TemplateTiler:
+        return TemplateTiler(
             tmpl,
             info,
             arch.flat(info.name, tmpl.compute),
@@ -269,9 +280,15 @@ def generate_pmappings(
             prune=prune,
             join_memories=joined,
             memo=memo,
+            held=held,
         )
-        for tmpl in temps
-    ]
+
+    tilers = []
+    for tmpl in temps:
+        first = tiler(tmpl, amounts[0] if amounts else None)
+        tilers.append(first)
+        if first.p_max < 0 and amounts:  # fuses nothing: once per amount it may host
+            tilers += [tiler(tmpl, held) for held in amounts[1:]]
     counts = TilingCounts()
     finished = [0]
 
@@ -288,7 +305,8 @@ def generate_pmappings(
     results = [r for r, _ in kept]
     if config.fusion:
         top = {t: top_memory(arch, info.name) for t in shared}
-        table = _combine_fused(einsum, results, objective, shared, interner, top, prune)
+        alone = amounts == [{}]  # hosts nothing: rows that fuse nothing run alone
+        table = _combine_fused(einsum, results, objective, shared, interner, top, prune, alone)
     else:
         table = _combine(einsum, results, objective, shared)
     for k in np.unique(table.template[np.isnan(table.latency)]):
@@ -381,9 +399,11 @@ def _combine_fused(
     interner: PrefixInterner,
     top: dict[str, str],
     prune: bool,
+    alone: bool = False,
 ) -> PmappingTable:
     """Like :func:`_combine`, grouped by compatibility (the interned fused prefix) and
-    compared on the private reservations of every loop depth."""
+    compared on the private reservations of every loop depth (``alone``: the Einsum
+    never hosts another Einsum's tensor)."""
     if not results:
         table = _empty(einsum)
         table.fusion = FusionColumns(np.zeros(0, dtype=np.int64), {}, interner, shared, top)
@@ -399,12 +419,63 @@ def _combine_fused(
     cols = [energy[:, None]] + ([latency[:, None]] if objective != "energy" else [])
     cols += [buckets[m] for m in memories]
     crit = np.concatenate(cols, axis=1)
-    # Rows that fuse nothing (empty prefix) run alone: each fits by itself, and no other
-    # Einsum's reservation is live beside theirs, so their reservations decide nothing.
-    crit[seq == 0, 1 + (objective != "energy") :] = 0.0
+    # Rows that fuse nothing (empty prefix) of an Einsum that hosts nothing run alone:
+    # each fits by itself, and no other Einsum's reservation is live beside theirs, so
+    # their reservations decide nothing.
+    if alone:
+        crit[seq == 0, 1 + (objective != "energy") :] = 0.0
     keep = pareto_mask(seq, crit) if prune else np.ones(len(seq), dtype=bool)
     fusion = FusionColumns(seq, buckets, interner, shared, top).take(keep)
     return _kept(einsum, results, (tmpl, row, energy, latency, res), keep, fusion)
+
+
+MAX_HELD_AMOUNTS = 64
+"""Above this many amounts an Einsum may host, its templates that fuse nothing keep their
+reservations as criteria instead of being searched once per amount."""
+
+
+def held_amounts(
+    info, workload: WorkloadInfo, arch: ArchEvaluator, config: MapperConfig, joined
+) -> list[dict[str, float]] | None:
+    """Every amount (bits per memory) of other Einsums' tensors that may be held while
+    ``info`` runs fusing nothing, nothing first; None when there are too many.
+
+    Such an Einsum shares no loop with its neighbours, so all that can be held beside it
+    are tensors fused whole (no loop above their backing node) between two of their
+    users with it in between: any subset of them, each in any memory that may back it.
+    For each amount the least energy under the capacity left is what the join needs
+    (FFM's pruning, with the hosted amount as a known reservation)."""
+    if not config.fusion or config.hosts is None:
+        return None
+    if info.name not in config.hosts:
+        return [{}]
+    hosted = sorted(t for t in config.hosted.get(info.name, ()) if t not in info.tensors)
+    options: list[dict[str, float]] = [{}]
+    for t in hosted:
+        user = next(e for e in workload.einsums if t in e.tensors)
+        places = []
+        for unit in compute_units(user, arch):
+            flat = arch.flat(user.name, unit)
+            for level in backing_choices(user, flat, t, True)[1:]:
+                comp = flat.path[level]
+                if comp.name in joined:
+                    bits = workload.tensors[t].size * comp.value_bits(
+                        t, workload.tensors[t].bits_per_value
+                    )
+                    places.append((comp.name, bits, comp.size))
+        grown = []
+        for opt in options:
+            for memory, bits, size in dict.fromkeys(places):
+                new = dict(opt)
+                new[memory] = new.get(memory, 0.0) + bits
+                if new[memory] <= size * (1 + 1e-9):  # else it cannot be held there
+                    grown.append(new)
+        options += grown
+        unique = {tuple(sorted(o.items())): o for o in options}
+        options = list(unique.values())
+        if len(options) > MAX_HELD_AMOUNTS:
+            return None
+    return options
 
 
 def _peak_mb() -> float:

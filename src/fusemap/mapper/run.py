@@ -61,6 +61,8 @@ def map_whole(
         echo("fused: nothing (every shared tensor goes through the top memory)")
     for line in passes_lines(outcome):
         echo(line)
+    for line in outcome.notes:
+        echo(f"note: {line}")
     files: list[str] = []
     if out and objective == "pareto":
         files = outputs.save_front(out, outcome.mappings, spec, command)
@@ -92,7 +94,8 @@ def map_whole(
     outputs.write_result_files(
         res, best.mapping, spec, command, json_out=json_out, json_data=data, plots=plots,
         log=log, report=report, fused=best.fused, front=outcome.mappings if objective == "pareto" else (),
-        statistics=_flat_statistics(d), notes=notes, echo=echo,
+        statistics={**_flat_statistics(d), **({"notes": outcome.notes} if outcome.notes else {})},
+        notes=notes, echo=echo,
     )  # fmt: skip
     return outcome
 
@@ -131,6 +134,7 @@ def outcome_json(outcome: MapOutcome) -> dict:
     data["fused"] = [f.as_dict() for f in best.fused]
     data["statistics"] = outcome.statistics.as_dict()
     data["passes"] = {rank: a.to_json() for rank, a in outcome.passes.items()}
+    data["notes"] = outcome.notes
     if outcome.objective == "pareto":
         data["pareto"] = [
             {

@@ -37,13 +37,18 @@ def tile_templates(
     fronts = FrontCache(tilers)  # bottom-up fronts of template suffixes, shared
     # Branch and bound over templates that fuse nothing (energy objective): only their
     # least energy matters, so rows that cannot beat the best one finished are dropped.
-    best = {"alone": np.inf}
+    # One bound per amount held beside them (each is another capacity).
+    best: dict[tuple, float] = {}
+
+    def bound_of(tiler: TemplateTiler) -> tuple:
+        return tuple(sorted(tiler.held.items()))
 
     def finished(i: int, result: TemplateResult) -> None:
         out[i] = result
         fronts.done(i)
         if tilers[i].alone and result.rows:
-            best["alone"] = min(best["alone"], float(result.energy.min()))
+            key = bound_of(tilers[i])
+            best[key] = min(best.get(key, np.inf), float(result.energy.min()))
         if progress:
             progress(1)
 
@@ -71,10 +76,11 @@ def tile_templates(
             forks.setdefault(tilers[i].stage_key(j), []).append(i)
         for members in forks.values():
             tiler = tilers[members[0]]
-            alone = np.isfinite(best["alone"]) and all(tilers[i].alone for i in members)
+            bound = best.get(bound_of(tiler), np.inf)
+            alone = np.isfinite(bound) and all(tilers[i].alone for i in members)
             # Energy so far + the compute leaf's energy <= the final energy (costs add up).
             leaf = min(tilers[i].leaf_energy for i in members) if alone else 0.0
-            ceiling = best["alone"] * (1 + 1e-9) - leaf if alone else np.inf
+            ceiling = bound * (1 + 1e-9) - leaf if alone else np.inf
             st = tiler.stage(j, stages[-1] if stages else None, ceiling)
             if counts is not None:
                 counts.stages += 1

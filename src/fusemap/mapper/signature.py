@@ -18,10 +18,13 @@ def einsum_signature(
     info: EinsumInfo,
     workload: WorkloadInfo,
     arch: ArchEvaluator,
-    fusable: frozenset[str] | None = None,
+    plan=None,
 ) -> tuple:
     """A hashable description of ``info`` and its evaluated arch, tensors renamed
-    (``fusable``: the shared tensors that may be fused, None for all)."""
+    (``plan``: the :class:`~fusemap.mapper.ffm.FusionPlan`; None: everything may be
+    fused, tiled, and the Einsum may host)."""
+    fusable = None if plan is None else plan.fusable
+    untiled = frozenset() if plan is None else plan.untiled
     rename = {t: f"#{i}" for i, t in enumerate(info.tensors)}
 
     def names(items) -> tuple:  # only the Einsum's own tensors matter to its mapspace
@@ -50,6 +53,7 @@ def einsum_signature(
             t in info.persistent,
             t in workload.shared,
             fusable is None or t in fusable,
+            t in untiled,
         )
         for t in info.tensors
     )
@@ -57,6 +61,8 @@ def einsum_signature(
     # Rank variables are named by position too, unless a fanout's loop_bounds name them.
     named = any(d.loop_bounds for c in arch.components(info.name).values() for d in c.spatial)
     return (
+        plan is None or info.name in plan.hosts,
+        () if plan is None else tuple(sorted(plan.hosted.get(info.name, ()))),
         tuple((v if named else var[v], info.bounds[v]) for v in info.rank_variables),
         tensors,
         info.is_copy,

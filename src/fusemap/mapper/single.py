@@ -12,6 +12,7 @@ from ..spec.errors import FusemapError
 from ..spec.mapping import Mapping
 from ..spec.resolve import resolve_workload
 from ..spec.spec import Spec
+from .feasibility import check_einsum
 from .pmappings import OBJECTIVES, PmappingTable, generate_pmappings
 
 
@@ -26,7 +27,9 @@ def best_pmapping(
     if einsum not in names:
         raise FusemapError(f"unknown Einsum '{einsum}' (the workload has {', '.join(names)})")
     arch = ArchEvaluator(spec, wl)
+    notes = check_einsum(wl.einsum(einsum), wl, arch)  # before the search: fails fast
     table = _with_progress(spec, einsum, objective, wl, arch)
+    table.notes = notes
     if len(table) == 0:
         raise FusemapError(
             f"Einsum {einsum}: no valid mapping (every tile shape overflows a buffer or "
@@ -73,6 +76,8 @@ def map_einsum(
     notes = outputs.annotations(spec, mapping)
     echo(f"Best pmapping of {einsum} ({objective}):")
     outputs.show_result(result, mapping, notes, tree=not quiet, echo=echo)
+    for line in table.notes:
+        echo(f"note: {line}")
     st = table.stats
     echo(
         f"templates {st.templates}, partial tile shapes evaluated {st.tile_shapes_evaluated:,}, "
@@ -87,6 +92,7 @@ def map_einsum(
     data["objective"] = objective
     data["einsum"] = einsum
     data["statistics"] = st.as_dict()
+    data["notes"] = table.notes
     outputs.write_result_files(
         result, mapping, spec, command, json_out=json_out, json_data=data, plots=plots,
         log=log, report=report, statistics=st.as_dict(), notes=notes, echo=echo,

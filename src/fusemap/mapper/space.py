@@ -18,9 +18,6 @@ the tests both produce, see ``docs/mapspace.md``):
 * Tile shapes shrink down the chain. The first loop over a rank variable may take any
   size (imperfect factorization) when the variable has no spatial loop and its bound is
   at most ``imperfect_max_bound``; every later loop divides the tile above it.
-* No temporal loop over a spatially mapped variable between its spatial loop and the
-  first storage node, at or below the fanout, of the tensor that reaches one last (the
-  model would move the spatial loop below it).
 * No temporal loop between two backing storage nodes of unbounded memories (it cannot
   change any count).
 """
@@ -55,9 +52,17 @@ class MapperConfig:
     once (any order, any tile shape). Off, the fused prefix may split a variable over
     several loops, a much larger space (each split multiplies the compatibilities)."""
     fusable: frozenset[str] | None = None
-    """Shared tensors that may be fused (None: all). The whole-workload mapper leaves out
-    tensors whose users are never consecutive in an order it joins: the join could not
-    use their fused pmappings (an Einsum between two users would have to host them)."""
+    """Shared tensors that may be fused (None: all)."""
+    untiled: frozenset[str] = frozenset()
+    """Fusable tensors whose users are never consecutive in an order the join tries: an
+    Einsum between two users holds them too (hosting), so they are fused whole (no loop
+    above their backing node) or not at all."""
+    hosts: frozenset[str] | None = None
+    """Einsums that may run while another Einsum's tensor is held (between two users of a
+    fused tensor in some order); None: every Einsum. An Einsum that hosts nothing and
+    fuses nothing runs alone, so its reservations decide nothing."""
+    hosted: dict[str, frozenset[str]] = field(default_factory=dict)
+    """Per hosting Einsum, the tensors that may be held while it runs."""
 
     def may_fuse(self, tensor: str, workload) -> bool:
         """Whether ``tensor`` is shared and may be backed below the top memory."""
@@ -175,13 +180,17 @@ def backing_choices(info: EinsumInfo, flat: FlatArch, tensor: str, fusion: bool)
 
 
 def holder_sets(info: EinsumInfo, flat: FlatArch, backing: dict[str, int]) -> list[list[Holder]]:
-    """Every choice of lower memories (``keep``: must, ``may_keep``: may) per tensor."""
+    """Every choice of lower memories (``keep``: must, ``may_keep``: may) per tensor.
+
+    A copy Einsum moves data from its input's backing node to its output's and does no
+    computes: its tensors have their backing nodes only (another copy on the way could
+    only add traffic; the format keeps ``keep`` out of copies)."""
     per_tensor: list[list[list[Holder]]] = []
     for t in info.tensors:
         b = backing[t]
         must: list[Holder] = [Holder(t, flat.path[b].name, b, True)]
         optional: list[Holder] = []
-        for i in range(b + 1, len(flat.path)):
+        for i in range(b + 1, len(flat.path) if not info.is_copy else 0):
             comp = flat.path[i]
             if comp.kind != "memory":
                 continue
@@ -211,10 +220,12 @@ def holder_orders(holders: list[Holder], flat: FlatArch) -> list[tuple[Holder, .
     return [sum(combo, ()) for combo in itertools.product(*per_level)]
 
 
-def _dim_assignments(
+def _dim_options(
     info: EinsumInfo, dim: SpatialInfo, comp_name: str
-) -> list[tuple[tuple[str, int], ...]]:
-    """Spatial loops one fanout dimension may carry: (var, trips) tuples."""
+) -> list[tuple[tuple[tuple[str, int], ...], int]]:
+    """Every set of spatial loops one fanout dimension may carry, with the instances it
+    uses: ((var, trips), ...), each dividing its variable, within the fanout, obeying
+    ``reuse`` and ``loop_bounds``."""
     tensors = set(info.tensors)
     allowed = []
     for v in info.rank_variables:
@@ -223,13 +234,12 @@ def _dim_assignments(
         if any(info.relevance(t, v) != "irrelevant" for t in dim.reuse & tensors):
             continue
         allowed.append(v)
-    need = math.ceil(dim.min_usage * dim.fanout - 1e-9) if dim.min_usage > 0 else 1
-    options: list[tuple[tuple[str, int], ...]] = []
+    options: list[tuple[tuple[tuple[str, int], ...], int]] = []
 
     def rec(i: int, used: int, acc: tuple) -> None:
         if i == len(allowed):
-            if used >= need and _bounds_ok(info, dim, acc, comp_name):
-                options.append(acc)
+            if _bounds_ok(info, dim, acc, comp_name):
+                options.append((acc, used))
             return
         v = allowed[i]
         rec(i + 1, used, acc)
@@ -239,6 +249,43 @@ def _dim_assignments(
 
     rec(0, 1, ())
     return options
+
+
+def min_usage_need(info: EinsumInfo, dim: SpatialInfo) -> int:
+    """Instances a dimension must use (``min_usage``; not applied to copy Einsums)."""
+    if dim.min_usage <= 0 or info.is_copy:
+        return 1
+    return math.ceil(dim.min_usage * dim.fanout - 1e-9)
+
+
+def _dim_assignments(
+    info: EinsumInfo, dim: SpatialInfo, comp_name: str
+) -> list[tuple[tuple[str, int], ...]]:
+    """Spatial loops one fanout dimension may carry: (var, trips) tuples reaching its
+    ``min_usage``, or, when none can, those of the highest usage any reaches (the
+    format's fallback)."""
+    options = _dim_options(info, dim, comp_name)
+    need = min_usage_need(info, dim)
+    if not any(used >= need for _, used in options):
+        need = max((used for _, used in options), default=1)
+    return [acc for acc, used in options if used >= need]
+
+
+def min_usage_fallbacks(info: EinsumInfo, flat: FlatArch) -> list[str]:
+    """One line per fanout dimension whose ``min_usage`` no spatial loop set reaches for
+    ``info`` (the highest-usage mappings compete instead)."""
+    out = []
+    for comp in flat.path:
+        for dim in comp.spatial:
+            need = min_usage_need(info, dim)
+            best = max((used for _, used in _dim_options(info, dim, comp.name)), default=1)
+            if best < need:
+                out.append(
+                    f"Einsum {info.name}: {comp.name}.{dim.name} can use at most {best} of "
+                    f"its {dim.fanout} instances (min_usage {dim.min_usage:g} needs {need}); "
+                    f"mappings using {best} competed"
+                )
+    return out
 
 
 def _bounds_ok(info: EinsumInfo, dim: SpatialInfo, acc: tuple, comp_name: str) -> bool:
@@ -314,22 +361,19 @@ def spatial_choices(info: EinsumInfo, flat: FlatArch) -> list[tuple[SpatialLoop,
 
 
 def place_spatial(
-    holders: tuple[Holder, ...], loops: tuple[SpatialLoop, ...], info: EinsumInfo
-) -> tuple[tuple[SpatialLoop, ...], frozenset[tuple[int, str]]]:
-    """Put each spatial loop above the first node at or below its fanout; block reorders."""
+    holders: tuple[Holder, ...], loops: tuple[SpatialLoop, ...]
+) -> tuple[SpatialLoop, ...]:
+    """Put each spatial loop above the first node at or below its fanout.
+
+    Storage nodes are sorted by level, so every node below that slot lies at or below the
+    fanout: in each tensor's view of the chain the spatial loop stays above every
+    temporal loop written below it (no reordering, whatever those loops iterate)."""
     n = len(holders)
     placed = []
-    blocked: set[tuple[int, str]] = set()
     for s in loops:
         slot = next((j for j, h in enumerate(holders) if h.level >= s.level), n)
         placed.append(SpatialLoop(s.component, s.dimension, s.level, s.var, s.trips, slot))
-        last = slot
-        for t in info.tensors:
-            q = next((j for j in range(slot, n) if holders[j].tensor == t), n)
-            last = max(last, q)
-        for gap in range(slot, last):
-            blocked.add((gap, s.var))
-    return tuple(placed), frozenset(blocked)
+    return tuple(placed)
 
 
 def templates(
@@ -363,12 +407,16 @@ def templates(
         for b in backs:
             for hs in holder_sets(info, flat, b):
                 for order in holder_orders(hs, flat):
-                    fused = _fused_blocks(order, flat, info, shared) if config.fusion else set()
+                    fused = (
+                        _fused_blocks(order, flat, info, shared, config.untiled)
+                        if config.fusion
+                        else []
+                    )
                     for loops in spatial:
-                        placed, blocked = place_spatial(order, loops, info)
+                        placed = place_spatial(order, loops)
                         if fused and any(s.slot <= p for s in placed for p, _ in fused):
                             continue
-                        blocked = blocked | _dead_gaps(order, flat, info)
+                        blocked = _dead_gaps(order, flat, info)
                         blocked = blocked | {(g, v) for _, gv in fused for g, v in gv}
                         out.append(Template(info.name, unit, compute_level, order, placed, blocked))
     return out
@@ -402,15 +450,23 @@ def _dead_gaps(
 
 
 def _fused_blocks(
-    holders: tuple[Holder, ...], flat: FlatArch, info: EinsumInfo, shared: frozenset[str]
+    holders: tuple[Holder, ...],
+    flat: FlatArch,
+    info: EinsumInfo,
+    shared: frozenset[str],
+    untiled: frozenset[str] = frozenset(),
 ) -> list[tuple[int, set[tuple[int, str]]]]:
     """Per fused backing node: (position, gaps above it closed to rank variables that do
-    not index its tensor directly)."""
+    not index its tensor directly; to every variable for an ``untiled`` tensor)."""
     top = next(c.name for c in flat.path if c.kind == "memory")
     out = []
     for p, h in enumerate(holders):
         if h.backing and h.tensor in shared and h.component != top:
-            bad = [v for v in info.rank_variables if info.relevance(h.tensor, v) != "relevant"]
+            bad = [
+                v
+                for v in info.rank_variables
+                if h.tensor in untiled or info.relevance(h.tensor, v) != "relevant"
+            ]
             out.append((p, {(g, v) for g in range(p) for v in bad}))
     return out
 

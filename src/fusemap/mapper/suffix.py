@@ -266,7 +266,7 @@ class SuffixSearch:
         fits = np.ones(len(state), dtype=bool)
         for c, col in x.res_cols.items():  # fronts never write the per-depth columns
             total = crit[:, col] + crit[:, x.shared_cols[c]] if c in x.shared_cols else crit[:, col]
-            fits &= total <= x.comp[c].size * (1 + 1e-9)
+            fits &= total <= x.capacity[c] * (1 + 1e-9)
         keep = np.flatnonzero(fits)
         front = pareto_mask(state[keep], crit[:, self._compared(j)][keep])
         out = np.zeros(len(state), dtype=bool)
@@ -297,7 +297,7 @@ class SuffixSearch:
         self.evaluated += len(pre)
         fits = np.ones(len(pre), dtype=bool)
         for c in x.res_cols:
-            fits &= x._memory_total(total, c) <= x.comp[c].size * (1 + 1e-9)
+            fits &= x._memory_total(total, c) <= x.capacity[c] * (1 + 1e-9)
         pre, rows, total = pre[fits], rows[fits], total[fits]
         ones = np.ones((len(pre), len(x.vars)), dtype=np.int64)
         keep = x._prune(seq[pre], x._pruning_view(self.n, ones, total))

@@ -61,8 +61,13 @@ class TemplateTiler(NodeCosts):
         prune: bool = True,
         join_memories: frozenset[str] = frozenset(),
         memo: dict | None = None,
+        held: dict[str, float] | None = None,
     ):
+        """``held``: bits of other Einsums' tensors held in each memory while this
+        template, if it fuses nothing, runs (one of the amounts its Einsum may host; None:
+        unknown, so such a template does not run alone)."""
         self.t, self.info, self.flat, self.scale, self.bits = template, info, flat, scale, bits
+        self.held = dict(held or {})
         self.fusion = config.fusion
         self.once = config.fused_loops_once
         self.reservations_are_objectives = reservations_are_objectives
@@ -101,6 +106,10 @@ class TemplateTiler(NodeCosts):
         self.nodes = node_terms(template, info, flat, self.memo)
         self.terms = {x: projection_terms(info, x) for x in info.tensors}
         self.comp = {c.name: c for c in flat.path}
+        # What this template may fill of each memory: its size, less what it hosts.
+        self.capacity = {
+            c.name: c.size - self.held.get(c.name, 0.0) for c in flat.path if c.kind == "memory"
+        }
         # One column layout per compute unit, so templates can share search stages.
         self.layout = Layout()
         self.layout.add("energy")
@@ -116,9 +125,13 @@ class TemplateTiler(NodeCosts):
             for lv in range(len(flat.path))
         )
         self.want_latency = want_latency or self.leak > 0
-        # Energy alone decides among the pmappings of a template that fuses nothing: the
-        # join compares them on energy only (they run alone), so one optimum is enough.
-        self.alone = self.fusion and self.prune and not want_latency and self.p_max < 0
+        # A template that fuses nothing, of an Einsum that hosts no other Einsum's tensor,
+        # runs alone: no other reservation is live beside its own, which it checks itself.
+        hosts = config.hosts is None or info.name in config.hosts
+        self.runs_alone = self.p_max < 0 and (not hosts or held is not None)
+        # Energy alone then decides among its pmappings: the join compares them on energy
+        # only, so one optimum is enough.
+        self.alone = self.fusion and self.prune and not want_latency and self.runs_alone
         # Reservations are tracked only in memories they could overflow: if every tensor
         # it holds fits whole, a memory's reservations never rule anything out.
         self.res_cols: dict[str, int] = {}
@@ -132,7 +145,7 @@ class TemplateTiler(NodeCosts):
             )
         for h in template.holders:
             bounded = not math.isinf(self.comp[h.component].size)
-            if whole[h.component] > self.comp[h.component].size * (1 + 1e-9) or (
+            if whole[h.component] > self.capacity[h.component] * (1 + 1e-9) or (
                 bounded and h.component in self.join_memories
             ):
                 self.res_cols[h.component] = self.layout.names.index("res:" + h.component)
@@ -200,6 +213,7 @@ class TemplateTiler(NodeCosts):
             self.prune,
             self.once,
             tuple(sorted(self.join_memories)),
+            tuple(sorted(self.held.items())),
         )
 
     def stage(self, j: int, prev: Stage | None, ceiling: float = np.inf) -> Stage:
@@ -274,7 +288,7 @@ class TemplateTiler(NodeCosts):
             self._add_reservation(j, holder, h_sizes, m_sizes, cost, depth[origin] + passed)
         fits = np.ones(len(cost), dtype=bool)
         for c in self.res_cols:
-            fits &= self._memory_total(cost, c) <= self.comp[c].size * (1 + 1e-9)
+            fits &= self._memory_total(cost, c) <= self.capacity[c] * (1 + 1e-9)
         mids, origin, below, cost = mids[fits], origin[fits], below[fits], cost[fits]
         new_seq, new_depth = seq[origin], depth[origin]
         if self.fusion:
@@ -378,14 +392,14 @@ class TemplateTiler(NodeCosts):
             return view
         sizes = {v: below[:, k] for k, v in enumerate(self.vars)}
         for c, col in self.res_cols.items():
-            if c in self.depth_cols and self.p_max >= 0:
+            if c in self.depth_cols and not self.runs_alone:
                 continue  # live beside another Einsum's tiles: always an objective
             worst = crit[:, col]
             for h in self.t.holders[first:]:
                 if h.component == c:
                     bits = tile_values(self.terms[h.tensor], sizes)
                     worst = worst + bits * self.comp[c].value_bits(h.tensor, self.bits[h.tensor])
-            slack = worst <= self.comp[c].size * (1 + 1e-9)
+            slack = worst <= self.capacity[c] * (1 + 1e-9)
             view[slack, self.pareto_cols.index(col)] = 0.0
         return view
 
