@@ -164,7 +164,8 @@ def evaluate(
     wl = resolve_workload(spec)
     check_mapping(spec, wl, einsum or None)
     result = evaluate_mapping(spec, workload=wl, einsums=einsum or None)
-    outputs.show_result(result, spec.mapping, None, tree=tree and not quiet, tables=not quiet,
+    notes = outputs.annotations(spec, spec.mapping, wl) if tree and not quiet else None
+    outputs.show_result(result, spec.mapping, notes, tree=tree and not quiet, tables=not quiet,
                         echo=typer.echo)  # fmt: skip
     outputs.write_result_files(
         result, spec.mapping, spec, _command(), json_out=json_out, plot=plot, plots=plots,
