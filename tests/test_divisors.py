@@ -107,3 +107,14 @@ def test_map_refuses_ranks_beyond_64_bits(tmp_path, monkeypatch, capsys) -> None
     assert code == 2 and "rank variable 'm' has 1,180,591,620,717,411,303,42" in text
     assert "the mapper handles at most 2**62" in text
     assert "internal error" not in text and len(text.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("value", [10**9, -1])
+def test_imperfect_bound_is_bounded(tmp_path, monkeypatch, capsys, value: int) -> None:
+    wl = tmp_path / "wl.yaml"
+    wl.write_text(
+        textwrap.dedent(WORKLOAD.format(M=64)) + f"mapper: {{imperfect_max_bound: {value}}}\n"
+    )
+    code, text = run_cli(["map", str(example_path("arch.yaml")), str(wl)], monkeypatch, capsys)
+    assert code == 2, text
+    assert "wl.yaml:6: mapper.imperfect_max_bound: expected an integer from 0 to 1024" in text

@@ -40,6 +40,10 @@ from ..spec.resolve import EinsumInfo
 from ..spec.sets import TensorSet, evaluate_set_expression
 from .divisors import MAX_SIZE, divisors
 
+MAX_IMPERFECT_BOUND = 1024
+"""Imperfect tiles are tried only for ranks this small: each size up to the bound is a
+candidate, so the search grows with the bound (divisors alone above it)."""
+
 
 @dataclass(frozen=True)
 class MapperConfig:
@@ -85,6 +89,12 @@ def config_from_spec(spec) -> MapperConfig:
             if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
                 want = "true or false" if kind is bool else "an integer"
                 raise FusemapError(f"expected {want}, got {value!r}", spec.locate("mapper", key))
+            if key == "imperfect_max_bound" and not 0 <= value <= MAX_IMPERFECT_BOUND:
+                raise FusemapError(
+                    f"expected an integer from 0 to {MAX_IMPERFECT_BOUND} (every tile size "
+                    f"up to the bound is a candidate), got {value!r}",
+                    spec.locate("mapper", key),
+                )
             out[key] = value
     return MapperConfig(**out)
 
