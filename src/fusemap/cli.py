@@ -32,8 +32,33 @@ SpecFile = Annotated[Path, typer.Argument(help="YAML file", show_default=False)]
 @app.callback()
 def _main(
     debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks on errors.")] = False,
+    limit: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--limit",
+            help="Raise a limit on the work a spec may cause, NAME=VALUE (repeatable), "
+            "e.g. --limit render_seconds=300 (README, Safety).",
+        ),
+    ] = None,
 ) -> None:
     _state["debug"] = debug
+    from .spec import limits
+
+    limits.reset()  # the defaults, then FUSEMAP_LIMITS, then --limit
+    if limit:
+        limits.configure(**limits.parse_assignments(limit, "--limit"))
+
+
+def _outputs(spec, json_out: Path | None = None, plot: Path | None = None, *more: Path | None):
+    """Refuse bad output targets before the work starts; never write over an input."""
+    from .report.io import check_output, check_plot, protect_inputs
+
+    protect_inputs(spec.input_files)
+    for target in (json_out, *more):
+        if target is not None:
+            check_output(target)
+    if plot is not None:
+        check_plot(plot)
 
 
 def _variables(defines: list[str] | None) -> dict[str, Any]:
@@ -62,6 +87,7 @@ def check(
 
     spec = _load([arch, workload] + ([mapping] if mapping else []), define)
     spec.require("arch", "workload")
+    _outputs(spec)
     wl = resolve_workload(spec)
     evaluator = ArchEvaluator(spec, wl)
     for e in wl.einsums:  # evaluate every expression of the arch for every Einsum
@@ -96,6 +122,7 @@ def render(
 
     spec = _load([arch, workload, mapping], define)
     spec.require("mapping")
+    _outputs(spec, out, None, out.with_suffix(".dot"))
     path, drawn = draw(spec.mapping, out)  # type: ignore[arg-type]
     if not drawn:
         typer.echo(text_tree(spec.mapping))  # type: ignore[arg-type]
@@ -131,6 +158,7 @@ def evaluate(
 
     spec = _load([arch, workload, mapping], define)
     spec.require("arch", "workload", "mapping")
+    _outputs(spec, json_out, plot)
     wl = resolve_workload(spec)
     check_mapping(spec, wl, einsum or None)
     try:
@@ -188,6 +216,7 @@ def map_(
     pmapping of one Einsum alone."""
     spec = _load([arch, workload, *(extra or [])], define)
     spec.require("arch", "workload")
+    _outputs(spec, json_out, None, out)
     if jobs < 1:
         raise FusemapError(f"--jobs must be at least 1 (got {jobs})")
     if not epsilon >= 0:
@@ -221,16 +250,17 @@ def passes(
 ) -> None:
     """Count the passes a cascade makes over a rank, whatever the mapping: the stage of
     every Einsum and the tensors whose whole fiber must stay live across stages."""
-    import json
-
     from .analysis.passes import analyze_passes
     from .report.io import write_atomic
     from .report.tables import pass_tables, print_group
+    from .spec.numbers import finite_json
 
-    result = analyze_passes(_load([workload], define), rank)
+    spec = _load([workload], define)
+    _outputs(spec, json_out)
+    result = analyze_passes(spec, rank)
     print_group(pass_tables(result))
     if json_out:
-        write_atomic(json_out, json.dumps(result.to_json(), indent=2) + "\n")
+        write_atomic(json_out, finite_json(result.to_json(), indent=2) + "\n")
 
 
 @app.command()
@@ -265,6 +295,9 @@ def demo(
 
 def main() -> None:
     """Entry point: run the app, turning user errors into one line and exit status 2."""
+    from .report.io import exit_on_signals
+
+    exit_on_signals()
     try:
         app(standalone_mode=False)
     except FusemapError as err:

@@ -151,13 +151,14 @@ def _node_steps(
             raise SpecError(
                 f"!{node.type} names {node.component}, which is a {comp.kind}, not a {want}"
             )
+        mine = set(einsum.tensors)
         for t in node.tensors:
             if t not in workload.tensors:
                 raise SpecError(
                     f"unknown tensor '{t}' in !{node.type} at {node.component}"
                     + _suggest(t, workload.tensors)
                 )
-            if t in einsum.tensors:
+            if t in mine:
                 out.append(
                     HolderStep(
                         t,

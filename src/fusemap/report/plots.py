@@ -6,11 +6,12 @@ import io
 from pathlib import Path
 
 from ..model.result import Result
-from .io import write_atomic
+from .io import check_plot, write_atomic
 
 
 def energy_breakdown(result: Result, out: str | Path) -> Path:
     """Stacked bars: one bar per Einsum, one colour per component."""
+    check_plot(out)
     import matplotlib
 
     matplotlib.use("Agg")
@@ -33,6 +34,6 @@ def energy_breakdown(result: Result, out: str | Path) -> Path:
     plt.setp(ax.get_xticklabels(), rotation=30, ha="right")
     fig.tight_layout()
     buf = io.BytesIO()
-    fig.savefig(buf, format=Path(out).suffix.lstrip(".") or "png", dpi=120)
+    fig.savefig(buf, format=Path(out).suffix.lstrip(".").lower(), dpi=120)
     plt.close(fig)
     return write_atomic(out, buf.getvalue())

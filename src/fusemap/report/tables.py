@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from rich.console import Console, Group
 from rich.table import Table
+from rich.text import Text
 from rich.tree import Tree
 
 from ..analysis.passes import PassAnalysis
@@ -40,39 +43,67 @@ def fmt(x: float | None, unit: str = "") -> str:
     return f"{x:.3g} {unit}".strip()
 
 
-def workload_table(wl: WorkloadInfo) -> Table:
+MAX_RICH_ROWS = 200
+"""Larger tables print as plain aligned text (rich takes seconds for thousands of rows)."""
+
+
+def table(
+    title: str, columns: Sequence[str], rows: list[Sequence[str]], right: Sequence[str] = ()
+) -> Table | Text:
+    """A table with a title; plain aligned text when it has many rows."""
+    if len(rows) <= MAX_RICH_ROWS:
+        t = Table(title=title, title_justify="left")
+        for col in columns:
+            t.add_column(col, justify="right" if col in right else "left")
+        for row in rows:
+            t.add_row(*(Text(cell) for cell in row))
+        return t
+    widths = [max(len(c), *(len(r[k]) for r in rows)) for k, c in enumerate(columns)]
+
+    def line(cells: Sequence[str]) -> str:
+        parts = [
+            cell.rjust(w) if col in right else cell.ljust(w)
+            for cell, w, col in zip(cells, widths, columns, strict=True)
+        ]
+        return "  ".join(parts).rstrip()
+
+    body = [line(columns), "  ".join("-" * w for w in widths)] + [line(r) for r in rows]
+    return Text(title + "\n" + "\n".join(body))
+
+
+def workload_table(wl: WorkloadInfo) -> Table | Text:
     """Einsums with their tensors, rank variables and bounds."""
-    t = Table(title="Workload", title_justify="left")
-    for col in ("Einsum", "inputs", "outputs", "rank variables (bounds)", "operations"):
-        t.add_column(col)
-    for e in wl.einsums:
-        name = e.name + (" (copy)" if e.is_copy else "")
-        t.add_row(
-            name,
+    rows = [
+        (
+            e.name + (" (copy)" if e.is_copy else ""),
             ", ".join(e.inputs),
             ", ".join(e.outputs),
             ", ".join(f"{v}={b}" for v, b in e.bounds.items()),
             f"{e.operations:,}",
         )
-    return t
+        for e in wl.einsums
+    ]
+    columns = ("Einsum", "inputs", "outputs", "rank variables (bounds)", "operations")
+    return table("Workload", columns, rows)
 
 
-def tensor_table(wl: WorkloadInfo) -> Table:
+def tensor_table(wl: WorkloadInfo) -> Table | Text:
     """Tensors with shape, size and role."""
-    t = Table(title="Tensors", title_justify="left")
-    for col in ("tensor", "ranks", "shape", "values", "bits/value", "role"):
-        t.add_column(col)
+    rows = []
     for info in wl.tensors.values():
         role = "intermediate" if info.is_intermediate else ("output" if info.writers else "input")
-        t.add_row(
-            info.name,
-            ", ".join(info.ranks),
-            "×".join(map(str, info.shape)) or "scalar",
-            f"{info.size:,}",
-            f"{info.bits_per_value:g}",
-            role,
+        rows.append(
+            (
+                info.name,
+                ", ".join(info.ranks),
+                "×".join(map(str, info.shape)) or "scalar",
+                f"{info.size:,}",
+                f"{info.bits_per_value:g}",
+                role,
+            )
         )
-    return t
+    columns = ("tensor", "ranks", "shape", "values", "bits/value", "role")
+    return table("Tensors", columns, rows)
 
 
 def arch_tree(arch: A.Arch) -> Tree:
@@ -104,7 +135,7 @@ def check_summary(spec: Spec, wl: WorkloadInfo | None) -> Group:
     if spec.arch is not None:
         parts.append(arch_tree(spec.arch))
     if spec.mapping is not None:
-        parts.append("[bold]Mapping (LoopTree)[/bold]\n" + text_tree(spec.mapping))
+        parts += [Text("Mapping (LoopTree)", style="bold"), Text(text_tree(spec.mapping))]
     return Group(*parts)
 
 
@@ -133,11 +164,11 @@ def result_tables(result: Result) -> Group:
             fmt(c.area, "m²"),
             fmt(c.leak_power, "W"),
         )
-    ein = Table(title="Per Einsum", title_justify="left")
-    for col in ("Einsum", "energy", "latency", "bound by"):
-        ein.add_column(col)
-    for e in result.einsums.values():
-        ein.add_row(e.name, fmt(e.energy, "J"), fmt(e.latency, "s"), e.bound_by)
+    rows = [
+        (e.name, fmt(e.energy, "J"), fmt(e.latency, "s"), e.bound_by)
+        for e in result.einsums.values()
+    ]
+    ein = table("Per Einsum", ("Einsum", "energy", "latency", "bound by"), rows)
     head = f"[bold]Total energy[/bold] {fmt(result.energy, 'J')}   [bold]latency[/bold] {fmt(result.latency, 's')}"
     return Group(comp, ein, head)
 

@@ -22,16 +22,16 @@ from ruamel.yaml import YAML
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
+from fusemap.spec import limits
 from fusemap.spec.errors import FusemapError, Location, SourceMap, SpecError
-from fusemap.spec.jinja_env import TemplateHost, expand_paths, line_map
+from fusemap.spec.jinja_env import TemplateHost, expand_paths
 from fusemap.spec.values import QuotedStr
+from fusemap.spec.yaml_scalars import CORE, implicit_tag, plain_scalar
 
 log = logging.getLogger("fusemap")
 
-MAX_NODES = 2_000_000
 _NAME_TAG = re.compile(r"^![A-Z][A-Za-z0-9_]*$")
 _DEFINE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*=(.*)$", re.S)
-_CORE = "tag:yaml.org,2002:"
 Loc = tuple[str, int]
 
 
@@ -119,7 +119,7 @@ def parse_define(text: str) -> tuple[str, Any]:
         return name, QuotedStr(raw[1:-1])
     if raw == "":
         return name, ""
-    return name, _plain_scalar(raw, _implicit_tag(raw))
+    return name, plain_scalar(raw, implicit_tag(raw))
 
 
 class _Session(TemplateHost):
@@ -137,12 +137,13 @@ class _Session(TemplateHost):
 
     def load(self, file: str, variables: Mapping[str, Any], top: bool = False) -> Any:
         """Render and parse ``file``; returns its tree with placeholders and merges done."""
-        source, rendered = self.render(file, variables)
+        rendered, lines = self.render(file, variables)
         self.stack.append(os.path.realpath(file))
         try:
-            tree = _Converter(self, file, line_map(source, rendered)).document(rendered, top)
+            tree = _Converter(self, file, lines).document(rendered, top)
         finally:
             self.stack.pop()
+        self.env.tick()  # YAML parsing counts against the render time too
         return tree
 
     def register(self, docs: list[tuple[str, Any]], keys: str, many: bool) -> str:
@@ -154,8 +155,8 @@ class _Session(TemplateHost):
 
     def count(self, n: int = 1) -> None:
         self.nodes += n
-        if self.nodes > MAX_NODES:
-            raise SpecError("document too large (alias expansion?)")
+        if self.nodes > limits.current().yaml_nodes:
+            raise SpecError(limits.exceeded("yaml_nodes", "document too large (alias expansion?)"))
 
 
 class _Converter:
@@ -278,7 +279,7 @@ class _Converter:
         if node.style in ("'", '"'):
             value: Any = QuotedStr(text)
         elif node.style is None:
-            value = _plain_scalar(text, node.tag)
+            value = plain_scalar(text, node.tag)
         else:
             value = str(text).replace("\a", "")  # ruamel marks folds with BEL
         if isinstance(value, str) and self.session.token in value:
@@ -290,7 +291,7 @@ class _Converter:
         if kind == "str":
             return QuotedStr(node.value)
         if kind in ("int", "float", "bool", "null"):
-            value = _plain_scalar(node.value, _CORE + kind)
+            value = plain_scalar(node.value, CORE + kind)
             if kind == "null" or not isinstance(value, str):
                 return value
             msg = f"{node.value!r} is not a valid {tag}"
@@ -358,43 +359,8 @@ def _show_tag(node: Node) -> str:
     return f"{node.ctag.handle or ''}{node.ctag.suffix}"
 
 
-def _implicit_tag(text: str) -> str:
-    node = YAML(typ="rt").resolver.resolve(ScalarNode, text, (True, False))
-    return str(node)
-
-
-def _plain_scalar(text: str, tag: str | None) -> Any:
-    """Value of a plain (unquoted) scalar the YAML 1.2 resolver tagged ``tag``."""
-    tag = str(tag or "")
-    raw = text.replace("_", "")
-    try:
-        if tag == _CORE + "null":
-            return None
-        if tag == _CORE + "bool":
-            if text.lower() in ("true", "false"):
-                return text.lower() == "true"
-            return text
-        if tag == _CORE + "int":
-            sign = -1 if raw.startswith("-") else 1
-            digits = raw.lstrip("+-")
-            for prefix, base in (("0x", 16), ("0o", 8), ("0b", 2)):
-                if digits.startswith(prefix):
-                    return sign * int(digits[2:], base)
-            return sign * int(digits, 10)
-        if tag == _CORE + "float":
-            low = raw.lower()
-            if low.endswith(".inf"):
-                return float("-inf") if low.startswith("-") else float("inf")
-            if low == ".nan":
-                return float("nan")
-            return float(raw)
-    except ValueError:
-        return str(text)
-    return str(text)
-
-
 def _check_size(root: Node, already: int) -> None:
-    """Refuse a node graph whose alias-expanded size exceeds MAX_NODES (billion laughs)."""
+    """Refuse a node graph whose alias-expanded size exceeds yaml_nodes (billion laughs)."""
     sizes: dict[int, int] = {}
 
     def size(node: Node) -> int:
@@ -405,8 +371,8 @@ def _check_size(root: Node, already: int) -> None:
         if isinstance(node, MappingNode):
             kids = [n for pair in node.value for n in pair]
         sizes[id(node)] = total = 1 + sum(size(k) for k in kids)
-        if total + already > MAX_NODES:
-            raise SpecError("document too large (alias expansion?)")
+        if total + already > limits.current().yaml_nodes:
+            raise SpecError(limits.exceeded("yaml_nodes", "document too large (alias expansion?)"))
         return total
 
     size(root)

@@ -69,7 +69,13 @@ class Spec(SpecModel):
     _data: Any = PrivateAttr(default=None)
     _checked_with: Any = PrivateAttr(default=None)  # workload the mapping was checked against
     _files: list[str] = PrivateAttr(default_factory=list)
+    _read: list[str] = PrivateAttr(default_factory=list)  # every file read, includes too
     _einsum_paths: list[tuple[str | int, ...]] | None = PrivateAttr(default=None)
+
+    @property
+    def input_files(self) -> list[str]:
+        """Every file the spec was read from (included files too)."""
+        return list(dict.fromkeys([*self._files, *self._read]))
 
     @property
     def sources(self) -> SourceMap:
@@ -147,9 +153,11 @@ def load_spec(
     *paths: str | Path | Sequence[str | Path], variables: MappingABC[str, Any] | None = None
 ) -> Spec:
     """Load and validate a spec from YAML files (Jinja rendered with ``variables``)."""
+    from . import limits
     from .jinja_env import expand_paths
     from .loader import load_files
 
+    limits.reset_budget()  # a new spec: a new budget for its expressions
     flat: list[str | Path] = []
     for p in paths:
         flat.extend(p if isinstance(p, (list, tuple)) else [p])  # type: ignore[arg-type]
@@ -164,4 +172,5 @@ def load_spec(
         data = {k: v for k, v in data.items() if k not in holders}
     spec = Spec.from_data(data, loaded.sources)
     spec._files = expand_paths(flat)
+    spec._read = list(loaded.files)
     return spec
