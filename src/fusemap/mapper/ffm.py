@@ -3,6 +3,7 @@ best joined mapping as one LoopTree, scored again by the model."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from collections.abc import Callable
@@ -11,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from ..analysis.passes import PassAnalysis, pass_bounds
 from ..model.evaluate import evaluate_mapping
 from ..model.result import Result
+from ..spec import limits
 from ..spec.arch_eval import ArchEvaluator
 from ..spec.errors import FusemapError
 from ..spec.mapping import Mapping
@@ -327,7 +329,7 @@ def generate_tables(
         # Longest first (estimated by the number of templates), so workers end together.
         order = sorted(unique, key=lambda n: -_work(wl, arch, config, n))
         done = Parallel(n_jobs=jobs, return_as="generator", batch_size=1)(
-            delayed(_generate_one)(spec, n, gen_objective, config) for n in order
+            delayed(_generate_one)(spec, n, gen_objective, config, limits.current()) for n in order
         )
         for k, table in enumerate(done):
             made[table.einsum] = table
@@ -364,7 +366,12 @@ def _work(wl: WorkloadInfo, arch: ArchEvaluator, config, einsum: str) -> int:
     return n * len(info.rank_variables)
 
 
-def _generate_one(spec: Spec, einsum: str, objective: str, config) -> PmappingTable:
+def _generate_one(
+    spec: Spec, einsum: str, objective: str, config, limits_in_force: limits.Limits
+) -> PmappingTable:
+    """In a worker process: the caller's limits (``--limit``), a fresh expression budget."""
+    limits.configure(**dataclasses.asdict(limits_in_force))
+    limits.reset_budget()
     return generate_pmappings(spec, einsum, objective=objective, config=config)
 
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 
+from ..spec.numbers import finite_json
 from ..spec.spec import Spec
 from .ffm import MapOutcome, map_workload
 
@@ -80,7 +80,7 @@ def map_whole(
         header = "# Optimal mapping found by fusemap map; score it with fusemap evaluate\n"
         write_atomic(out, header + best.mapping.to_yaml())
     if json_out:
-        write_atomic(json_out, json.dumps(outcome_json(outcome), indent=1) + "\n")
+        write_atomic(json_out, finite_json(outcome_json(outcome), indent=1) + "\n")
     return outcome
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -11,6 +10,7 @@ from ..model.result import Result
 from ..spec.arch_eval import ArchEvaluator
 from ..spec.errors import FusemapError
 from ..spec.mapping import Mapping
+from ..spec.numbers import finite_json
 from ..spec.resolve import resolve_workload
 from ..spec.spec import Spec
 from .pmappings import OBJECTIVES, PmappingTable, generate_pmappings
@@ -87,4 +87,4 @@ def map_einsum(
         data["objective"] = objective
         data["einsum"] = einsum
         data["statistics"] = st.as_dict()
-        write_atomic(json_out, json.dumps(data, indent=1) + "\n")
+        write_atomic(json_out, finite_json(data, indent=1) + "\n")
