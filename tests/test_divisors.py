@@ -104,8 +104,12 @@ def test_map_refuses_ranks_beyond_64_bits(tmp_path, monkeypatch, capsys) -> None
     wl = tmp_path / "wl.yaml"
     wl.write_text(textwrap.dedent(WORKLOAD.format(M=2**70)))
     code, text = run_cli(["map", str(example_path("arch.yaml")), str(wl)], monkeypatch, capsys)
-    assert code == 2 and "rank variable 'm' has 1,180,591,620,717,411,303,42" in text
+    assert code == 2 and "wl.yaml:5: Z: rank variable 'm' has 1,180,591,620,717,411,303,42" in text
     assert "the mapper handles at most 2**62" in text
+    code, text = run_cli(
+        ["map", str(example_path("arch.yaml")), str(wl), "--einsum", "Z"], monkeypatch, capsys
+    )
+    assert code == 2 and "wl.yaml:5: Z: rank variable 'm' has" in text
     assert "internal error" not in text and len(text.strip().splitlines()) == 1
 
 

@@ -24,7 +24,7 @@ from .join import Bound, Joined, join
 from .pmappings import PmappingTable, generate_pmappings
 from .prefix import Compatibility
 from .signature import einsum_signature, tensor_renaming, variable_renaming
-from .space import config_from_spec, join_memories, templates, top_memory
+from .space import check_bounds, config_from_spec, join_memories, templates, top_memory
 
 OBJECTIVES = ("energy", "latency", "edp", "pareto")
 Progress = Callable[[str, int, int], None]
@@ -125,6 +125,8 @@ def map_workload(
     stats = MapStatistics()
     start = time.perf_counter()
     wl = resolve_workload(spec)
+    for e in wl.einsums:
+        check_bounds(e, spec.locate_einsum(e.index))
     arch = ArchEvaluator(spec, wl)
     config = replace(config_from_spec(spec), fusion=True)
     rules = FusionRules.of(wl)

@@ -14,6 +14,7 @@ from ..spec.numbers import finite_json
 from ..spec.resolve import resolve_workload
 from ..spec.spec import Spec
 from .pmappings import OBJECTIVES, PmappingTable, generate_pmappings
+from .space import check_bounds
 
 
 def best_pmapping(
@@ -26,6 +27,7 @@ def best_pmapping(
     names = [e.name for e in wl.einsums]
     if einsum not in names:
         raise FusemapError(f"unknown Einsum '{einsum}' (the workload has {', '.join(names)})")
+    check_bounds(wl.einsum(einsum), spec.locate_einsum(wl.einsum(einsum).index))
     arch = ArchEvaluator(spec, wl)
     table = _with_progress(spec, einsum, objective, wl, arch)
     if len(table) == 0:

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..spec.arch_eval import ArchEvaluator, FlatArch, SpatialInfo
-from ..spec.errors import FusemapError
+from ..spec.errors import FusemapError, Location
 from ..spec.expressions import evaluate
 from ..spec.resolve import EinsumInfo
 from ..spec.sets import TensorSet, evaluate_set_expression
@@ -346,6 +346,17 @@ def place_spatial(
     return tuple(placed), frozenset(blocked)
 
 
+def check_bounds(info: EinsumInfo, where: Location | None = None) -> None:
+    """Refuse rank variables the mapper's 64-bit tile tables cannot hold."""
+    for v, n in info.bounds.items():
+        if n > MAX_SIZE:
+            raise FusemapError(
+                f"rank variable '{v}' has {n:,} values; the mapper handles at most "
+                "2**62 (fusemap evaluate has no such limit)",
+                where or Location(key=info.name),
+            )
+
+
 def templates(
     info: EinsumInfo,
     arch: ArchEvaluator,
@@ -362,12 +373,7 @@ def templates(
     node (they are shared with the Einsums it is exchanged with), and no spatial loop.
     ``pinned`` tensors (shared, but never fused) are backed in the top memory.
     """
-    for v, n in info.bounds.items():
-        if n > MAX_SIZE:
-            raise FusemapError(
-                f"Einsum {info.name}: rank variable '{v}' has {n:,} values; the mapper "
-                "handles at most 2**62 (fusemap evaluate has no such limit)"
-            )
+    check_bounds(info)
     out = []
     units = [compute] if compute else compute_units(info, arch)
     for unit in units:
