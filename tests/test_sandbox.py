@@ -213,3 +213,28 @@ def test_escapes_are_refused(text: str, host) -> None:
 def test_ordinary_templates_still_work(text: str, out: str, host) -> None:
     h, globs = host
     assert render_template(h.env, text, "t.yaml", globs)[0] == out
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "# {{ include_text('/proc/self/environ') }}",
+        "# {{ include_text('/proc/self/cmdline') | length }}",
+        "# {{ include('/proc/self/environ') }}",
+        "# {{ include_text('/dev/zero') }}",
+        "# {{ include_text('/sys/kernel/hostname') }}",
+        "x: !include /proc/self/environ",
+    ],
+)
+def test_system_files_are_not_read(tmp_path, monkeypatch, capsys, line: str) -> None:
+    from cli_helpers import run_cli
+    from test_errors import ARCH, WORKLOAD
+
+    (tmp_path / "arch.yaml").write_text(line + "\n" + ARCH)
+    (tmp_path / "wl.yaml").write_text(WORKLOAD)
+    files = [str(tmp_path / "arch.yaml"), str(tmp_path / "wl.yaml")]
+    code, out = run_cli(["check", *files], monkeypatch, capsys)
+    assert code == 2 and len(out.strip().splitlines()) == 1, out
+    assert "arch.yaml:1: " in out and "internal error" not in out
+    assert "a spec may not read system files" in out or "not found" in out
+    assert os.environ.get("HOME", "/nonexistent") + "\x00" not in out

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import arch as A
+from . import limits
 from .errors import ExpressionError, Location, SpecError
 from .expressions import ExprObject, Scope, evaluate, evaluate_fields, parse_expression
 from .numbers import amount, count, number, positive
@@ -221,7 +222,8 @@ class ArchEvaluator:
     def components(self, einsum: str) -> dict[str, ComponentInfo]:
         """Every component evaluated for ``einsum``."""
         if einsum not in self._cache:
-            self._cache[einsum] = self._evaluate(self.workload.einsum(einsum))
+            with limits.spec_evaluation():
+                self._cache[einsum] = self._evaluate(self.workload.einsum(einsum))
         return self._cache[einsum]
 
     # ------------------------------------------------------------------ evaluation

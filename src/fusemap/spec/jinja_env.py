@@ -26,6 +26,8 @@ from .errors import FusemapError, Location, SpecError
 from .jinja_sandbox import SpecEnvironment, Trace, safe
 
 _UNDEFINED_NAME = re.compile(r"^'([A-Za-z_][A-Za-z0-9_]*)' is undefined$")
+_SYSTEM_DIRS = ("/proc", "/sys", "/dev")
+"""Kernel views (the process environment in /proc/self/environ, devices): never read."""
 _LINE_BREAK = re.compile(r"\r\n|[\n\r\x85\u2028\u2029]")
 """What YAML counts as a line break."""
 
@@ -58,6 +60,8 @@ class TemplateHost:
             chain = " -> ".join([*self.stack[self.stack.index(real) :], real])
             raise SpecError(f"include cycle: {chain}")
         chars = limits.current().render_chars
+        if any(real == d or real.startswith(d + os.sep) for d in _SYSTEM_DIRS):
+            raise SpecError(f"cannot read {file!r}: a spec may not read system files ({real})")
         try:
             if not os.path.isfile(real):
                 raise SpecError(f"not a regular file: {file!r}")

@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from ruamel.yaml import YAML
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
@@ -26,7 +25,7 @@ from fusemap.spec import limits
 from fusemap.spec.errors import FusemapError, Location, SourceMap, SpecError
 from fusemap.spec.jinja_env import TemplateHost, expand_paths
 from fusemap.spec.values import QuotedStr
-from fusemap.spec.yaml_scalars import CORE, implicit_tag, plain_scalar
+from fusemap.spec.yaml_read import CORE, check_size, compose, implicit_tag, plain_scalar
 
 log = logging.getLogger("fusemap")
 
@@ -129,7 +128,7 @@ class _Session(TemplateHost):
         super().__init__()
         self.variables = variables
         self.registry: dict[str, _Included] = {}
-        self.nodes = 0
+        self.nodes = self.parsed = 0
         # Placeholders carry a random part, so no text of a spec can pose as one.
         self.token = f"__fusemap_include_{secrets.token_hex(8)}_"
         self.placeholder = re.compile(rf"^({re.escape(self.token)}\d+__)((?:\.[^.]+)*)$")
@@ -153,6 +152,12 @@ class _Session(TemplateHost):
         self.registry[token] = _Included(docs, parts, many)
         return token
 
+    def composed(self) -> None:
+        """One more YAML node parsed (aliases not expanded yet: see :meth:`count`)."""
+        self.parsed += 1
+        if self.parsed > limits.current().yaml_nodes:
+            raise SpecError(limits.exceeded("yaml_nodes", "document too large"))
+
     def count(self, n: int = 1) -> None:
         self.nodes += n
         if self.nodes > limits.current().yaml_nodes:
@@ -175,7 +180,7 @@ class _Converter:
 
     def document(self, text: str, top: bool) -> Any:
         try:
-            root = YAML(typ="rt").compose(text)
+            root = compose(text, self.session)
         except MarkedYAMLError as e:
             mark = e.problem_mark or e.context_mark
             line = self.line(mark.line) if mark else None
@@ -187,6 +192,8 @@ class _Converter:
             raise SpecError("document nested too deeply", Location(self.file)) from None
         except YAMLError as e:
             raise SpecError(f"YAML syntax error: {e}", Location(self.file)) from None
+        except FusemapError as e:  # a limit reached while parsing
+            raise e.located(Location(self.file)) from None
         if root is None:
             return _Map() if top else None
         if top and isinstance(root, MappingNode):
@@ -197,7 +204,7 @@ class _Converter:
                 if getattr(value_node, "anchor", None) and defined_here:
                     self.session.anchor_holders.add((self.file, str(key_node.value)))
         try:
-            _check_size(root, self.session.nodes)
+            check_size(root, self.session.nodes)
             tree = self.convert(root)
             _merges(tree)
         except RecursionError:
@@ -357,25 +364,6 @@ def _index(key: str, length: int) -> int | None:
 
 def _show_tag(node: Node) -> str:
     return f"{node.ctag.handle or ''}{node.ctag.suffix}"
-
-
-def _check_size(root: Node, already: int) -> None:
-    """Refuse a node graph whose alias-expanded size exceeds yaml_nodes (billion laughs)."""
-    sizes: dict[int, int] = {}
-
-    def size(node: Node) -> int:
-        if id(node) in sizes:
-            return sizes[id(node)]
-        sizes[id(node)] = 0  # a recursive alias is reported while converting
-        kids = node.value if isinstance(node, SequenceNode) else []
-        if isinstance(node, MappingNode):
-            kids = [n for pair in node.value for n in pair]
-        sizes[id(node)] = total = 1 + sum(size(k) for k in kids)
-        if total + already > limits.current().yaml_nodes:
-            raise SpecError(limits.exceeded("yaml_nodes", "document too large (alias expansion?)"))
-        return total
-
-    size(root)
 
 
 def _copy(value: Any, session: _Session) -> Any:
