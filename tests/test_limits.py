@@ -141,6 +141,23 @@ def test_runaway_templates_are_stopped(tmp_path, monkeypatch, capsys, line, name
     assert took < 20
 
 
+@pytest.mark.parametrize(
+    "line",
+    [
+        "{% macro f(n, s) %}{% if n %}{{ f(n - 1, s ~ 'x') | length }}{% endif %}{% endmacro %}"
+        "{{ f(200, 'y' * 1000000) }}",
+        "{% for i in range(1000) %}{{ ('z' * 500000 ~ i) | length }}{% endfor %}",
+        "{% for i in range(1000) %}{{ (range(100000) | list) | length }}{% endfor %}",
+    ],
+)
+def test_large_values_built_in_total_are_bounded(tmp_path, monkeypatch, capsys, line):
+    """Each value is within render_chars, but kept alive together (a recursion) or made
+    again and again they are bounded by render_total."""
+    options = ["--limit", "render_total=50000000"]
+    code, out, _ = check(tmp_path, monkeypatch, capsys, f"# {line}\n" + ARCH, options=options)
+    assert_limit(code, out, r"arch\.yaml:1: .*too much text and data in total", "render_total")
+
+
 def test_big_integer_arithmetic_is_bounded(tmp_path, monkeypatch, capsys):
     line = "{% set ns = namespace(x=2**99999) %}{% for i in range(40) %}{% set ns.x = ns.x * ns.x %}{% endfor %}"
     code, out, _ = check(tmp_path, monkeypatch, capsys, f"# {line}\n" + ARCH)

@@ -137,6 +137,7 @@ class SpecEnvironment(ImmutableSandboxedEnvironment):
             lim.render_seconds, "render_seconds", "templates take too long", lim.render_steps
         )
         self.traces: list[Trace] = []
+        self.built = 0
         self.globals.clear()
         self.globals.update(safe_globals(self))
         self.filters = {
@@ -161,16 +162,28 @@ class SpecEnvironment(ImmutableSandboxedEnvironment):
         if isinstance(value, str):
             if len(value) > lim.render_chars:
                 raise SecurityError(limits.exceeded("render_chars", "string too large"))
+            if len(value) >= _LARGE:
+                self._built(len(value))
         elif isinstance(value, list | tuple | dict):
             if len(value) > lim.value_size:
                 raise SecurityError(limits.exceeded("value_size", "value too large"))
             self._printable(value)
+            if len(value) >= _LARGE:
+                self._built(len(value))
         elif isinstance(value, int) and not isinstance(value, bool):
             if value.bit_length() > MAX_INT_BITS:
                 raise SecurityError(f"integer too large (over {MAX_INT_BITS} bits)")
         elif isinstance(value, Iterator) and getattr(value, "gi_code", None) is not _WALK:
             return self._iterate(value)
         return value
+
+    def _built(self, size: int) -> None:
+        """Count a large value against ``render_total``: each may stay alive (a macro's
+        argument at every level of a recursion), so their sum bounds the memory."""
+        self.built += size
+        if self.built > limits.current().render_total:
+            what = "templates build too much text and data in total"
+            raise SecurityError(limits.exceeded("render_total", what))
 
     def _printable(self, value: Any) -> Any:
         """Refuse containers whose contents, nested ones counted as often as they
@@ -331,6 +344,7 @@ class SpecEnvironment(ImmutableSandboxedEnvironment):
 
 
 _MISSING = object()
+_LARGE = 4096  # strings and containers at least this long count against render_total
 _WALK = SpecEnvironment._iterate.__code__  # generators that already tick
 
 

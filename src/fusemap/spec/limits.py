@@ -35,6 +35,9 @@ class Limits:
     """Loop iterations, calls and operators Jinja templates may run in one load."""
     render_chars: int = 50_000_000
     """Characters of a file's rendered text, and of any string a template builds."""
+    render_total: int = 1_000_000_000
+    """Characters of the large strings (elements of the large lists) that templates
+    build in one load, all together: what bounds their memory."""
     includes: int = 1_000
     """Files one load may render (include, include_all, include_text, !include)."""
     find_entries: int = 100_000
