@@ -283,3 +283,23 @@ def test_configure_validates_names():
     with pytest.raises(SpecError, match="unknown limit"):
         limits.configure(nothing=1)
     assert limits.configure(render_chars=10).render_chars == 10
+
+
+def test_total_latency_scored_by_the_mapper_shares_the_budget(tmp_path, monkeypatch, capsys):
+    """The model evaluates total_latency for every tile shape the mapper scores."""
+    arch = ARCH.replace(
+        "    size: 1024\n",
+        "    size: 4096\n    total_latency: sum(a.n_calls for a in actions) + 0 * len(sorted(range(900000)))\n",
+    )
+    workload = 'workload:\n  rank_sizes: {M: 64, K: 64, N: 64}\n  bits_per_value: {All: 8}\n  einsums:\n  - "Z[m, n] = A[m, k] * B[k, n]"\n'
+    (tmp_path / "arch.yaml").write_text(arch)
+    (tmp_path / "wl.yaml").write_text(workload)
+    files = [str(tmp_path / "arch.yaml"), str(tmp_path / "wl.yaml")]
+    code, out = run_cli(["--limit", "evaluation_seconds=0.2", "map", *files], monkeypatch, capsys)
+    out = out.strip().splitlines()[-1] + "\n"
+    assert_limit(
+        code,
+        out,
+        r"arch\.yaml:12: Buffer\.total_latency: the spec's expressions take too long in total",
+        "evaluation_seconds",
+    )

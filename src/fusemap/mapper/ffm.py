@@ -124,6 +124,7 @@ def map_workload(
         raise FusemapError(f"unknown --orders '{orders}' (use given or all)")
     stats = MapStatistics()
     start = time.perf_counter()
+    limits.reset_budget()  # each mapping run has its own expression budget
     wl = resolve_workload(spec)
     for e in wl.einsums:
         check_bounds(e, spec.locate_einsum(e.index))

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from ..model.evaluate import evaluate_mapping
 from ..model.result import Result
+from ..spec import limits
 from ..spec.arch_eval import ArchEvaluator
 from ..spec.errors import FusemapError
 from ..spec.mapping import Mapping
@@ -23,6 +24,7 @@ def best_pmapping(
     """The pmapping table of ``einsum``, its best mapping and that mapping's Result."""
     if objective not in OBJECTIVES:
         raise FusemapError(f"unknown objective '{objective}' (use {', '.join(OBJECTIVES)})")
+    limits.reset_budget()  # each mapping run has its own expression budget
     wl = resolve_workload(spec)
     names = [e.name for e in wl.einsums]
     if einsum not in names:

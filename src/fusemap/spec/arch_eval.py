@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import arch as A
-from . import limits
 from .errors import ExpressionError, Location, SpecError
 from .expressions import ExprObject, Scope, evaluate, evaluate_fields, parse_expression
 from .numbers import amount, count, number, positive
@@ -222,8 +221,7 @@ class ArchEvaluator:
     def components(self, einsum: str) -> dict[str, ComponentInfo]:
         """Every component evaluated for ``einsum``."""
         if einsum not in self._cache:
-            with limits.spec_evaluation():
-                self._cache[einsum] = self._evaluate(self.workload.einsum(einsum))
+            self._cache[einsum] = self._evaluate(self.workload.einsum(einsum))
         return self._cache[einsum]
 
     # ------------------------------------------------------------------ evaluation

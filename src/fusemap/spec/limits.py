@@ -13,11 +13,9 @@ A spec that reaches one is refused with one line naming the limit and how to rai
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import os
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 from .errors import ExpressionError, SpecError
@@ -52,14 +50,14 @@ class Limits:
     expression_seconds: float = 10.0
     """Time one expression may take."""
     evaluation_seconds: float = 120.0
-    """Time all expressions of one spec's workload and arch may take together (the arch
-    is evaluated once per Einsum, so a slow expression is paid many times)."""
+    """Time all expressions may take together in one command (loading a spec, mapping
+    it): the arch is evaluated once per Einsum, and the model evaluates total_latency
+    for every tile shape the mapper scores, so a slow expression is paid many times."""
 
 
 _DEFAULTS = Limits()
 _current = Limits()
 _spent = [0.0]  # seconds of expression evaluation since the last reset_budget()
-_active = [0]  # depth of spec_evaluation()
 
 
 def current() -> Limits:
@@ -119,28 +117,13 @@ def reset_budget() -> None:
     _spent[0] = 0.0
 
 
-@contextlib.contextmanager
-def spec_evaluation() -> Iterator[None]:
-    """Expressions evaluated inside count against ``evaluation_seconds``: the spec's own
-    values (workload, arch per Einsum), not the model's use of ``total_latency`` while
-    the mapper scores tile shapes (that work grows with the search, not the spec)."""
-    _active[0] += 1
-    try:
-        yield
-    finally:
-        _active[0] -= 1
-
-
 def charge(seconds: float) -> None:
-    """Add expression time to the budget (inside :func:`spec_evaluation` only)."""
-    if _active[0]:
-        _spent[0] += seconds
+    """Add expression time to the budget."""
+    _spent[0] += seconds
 
 
 def expression_deadline(now: float) -> tuple[float, str]:
     """When an expression starting ``now`` must stop, and the limit that says so."""
-    if not _active[0]:
-        return now + _current.expression_seconds, "expression_seconds"
     left = _current.evaluation_seconds - _spent[0]
     if left <= 0:
         raise ExpressionError(

@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from . import limits
 from .affine import Affine, Constraint, box_bounds, parse_affine, parse_constraints
 from .errors import FusemapError, Location, SpecError
 from .expressions import Scope, evaluate, evaluate_fields
@@ -144,11 +143,6 @@ def evaluate_variables(spec: Spec) -> dict[str, Any]:
 
 def resolve_workload(spec: Spec) -> WorkloadInfo:
     """Evaluate the workload of ``spec`` into a :class:`WorkloadInfo`."""
-    with limits.spec_evaluation():
-        return _resolve(spec)
-
-
-def _resolve(spec: Spec) -> WorkloadInfo:
     spec.require("workload")
     wl = spec.workload
     assert wl is not None
