@@ -159,10 +159,10 @@ def test_usage_errors_exit_2(monkeypatch, capsys):
 
 # fmt: off
 TEMPLATE_CASES = [
-    ("cycler-globals", "{{ cycler.__init__.__globals__ }}", r"arch\.yaml:1: unsafe template operation: access to attribute '__init__'"),
+    ("cycler-globals", "{{ cycler.__init__.__globals__ }}", r"arch\.yaml:1: cycler: undefined variable 'cycler'"),
     ("subclasses", "{{ ''.__class__.__mro__[1].__subclasses__() }}", r"arch\.yaml:1: unsafe template operation"),
     ("self-globals", "{{ self.__init__.__globals__ }}", r"arch\.yaml:1: (self: undefined variable|unsafe template operation)"),
-    ("huge-loop", "{% for i in range(10**9) %}x{% endfor %}", r"arch\.yaml:1: .*Range too big"),
+    ("huge-loop", "{% for i in range(10**9) %}x{% endfor %}", r"arch\.yaml:1: .*range too big .*limit value_size"),
     ("setenv", "{{ setenv('FUSEMAP_PWNED', '1') }}", r"arch\.yaml:1: setenv is not allowed"),
     ("include-outside", "{{ include('/etc/passwd_does_not_exist') }}", r"arch\.yaml:1: file '/etc/passwd_does_not_exist' not found"),
 ]

@@ -47,8 +47,33 @@ Log = Annotated[bool, typer.Option("--log", help="Log scale on the plots.")]
 @app.callback()
 def _main(
     debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks on errors.")] = False,
+    limit: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--limit",
+            help="Raise a limit on the work a spec may cause, NAME=VALUE (repeatable), "
+            "e.g. --limit render_seconds=300 (README, Safety).",
+        ),
+    ] = None,
 ) -> None:
     _state["debug"] = debug
+    from .spec import limits
+
+    limits.reset()  # the defaults, then FUSEMAP_LIMITS, then --limit
+    if limit:
+        limits.configure(**limits.parse_assignments(limit, "--limit"))
+
+
+def _outputs(spec, json_out: Path | None = None, plot: Path | None = None, *more: Path | None):
+    """Refuse bad output targets before the work starts; never write over an input."""
+    from .report.io import check_output, check_plot, protect_inputs
+
+    protect_inputs(spec.input_files)
+    for target in (json_out, *more):
+        if target is not None:
+            check_output(target)
+    if plot is not None:
+        check_plot(plot)
 
 
 def _variables(defines: list[str] | None) -> dict[str, Any]:
@@ -105,6 +130,7 @@ def check(
     from .report.checks import check_spec
 
     spec = _load([arch, workload] + ([mapping] if mapping else []), define, allow_unused)
+    _outputs(spec)
     typer.echo(check_spec(spec))
 
 
@@ -126,6 +152,7 @@ def render(
 
     spec = _load([arch, workload, mapping], define, allow_unused)
     spec.require("mapping")
+    _outputs(spec, out)
     path = draw(spec.mapping, out, annotations(spec, spec.mapping), graphviz=graphviz)  # type: ignore[arg-type]
     typer.echo(f"wrote {path}")
 
@@ -161,6 +188,7 @@ def evaluate(
 
     spec = _load([arch, workload, mapping], define, allow_unused)
     spec.require("arch", "workload", "mapping")
+    _outputs(spec, json_out, plot)
     wl = resolve_workload(spec)
     check_mapping(spec, wl, einsum or None)
     result = evaluate_mapping(spec, workload=wl, einsums=einsum or None)
@@ -224,6 +252,7 @@ def map_(
     pmapping of one Einsum alone."""
     spec = _load([arch, workload, *(extra or [])], define, allow_unused)
     spec.require("arch", "workload")
+    _outputs(spec, json_out, None, out)
     if jobs < 1:
         raise FusemapError(f"--jobs must be at least 1 (got {jobs})")
     if not epsilon >= 0:
@@ -310,7 +339,6 @@ def diff(
 ) -> None:
     """What changed between two mappings (evaluated) or two JSON results: per component,
     Einsum and tensor, and by how much."""
-    import json
 
     from .report.diff import diff_paths, diff_tables
     from .report.io import write_atomic
@@ -324,9 +352,10 @@ def diff(
              "change": c.delta, "relative": c.relative}
             for c in found.changes
         ]  # fmt: skip
-        write_atomic(
-            json_out, json.dumps({"a": str(a), "b": str(b), "rows": rows}, indent=1) + "\n"
-        )
+        from .spec.numbers import finite_json
+
+        text = finite_json({"a": str(a), "b": str(b), "rows": rows}, indent=1)
+        write_atomic(json_out, text + "\n")
 
 
 @app.command()
@@ -344,16 +373,17 @@ def passes(
 ) -> None:
     """Count the passes a cascade makes over a rank, whatever the mapping: the stage of
     every Einsum and the tensors whose whole fiber must stay live across stages."""
-    import json
-
     from .analysis.passes import analyze_passes
     from .report.io import write_atomic
     from .report.tables import pass_tables, print_group
+    from .spec.numbers import finite_json
 
-    result = analyze_passes(_load([workload], define, allow_unused), rank)
+    spec = _load([workload], define, allow_unused)
+    _outputs(spec, json_out)
+    result = analyze_passes(spec, rank)
     print_group(pass_tables(result))
     if json_out:
-        write_atomic(json_out, json.dumps(result.to_json(), indent=2) + "\n")
+        write_atomic(json_out, finite_json(result.to_json(), indent=2) + "\n")
 
 
 @app.command()
@@ -391,6 +421,9 @@ def demo(
 
 def main() -> None:
     """Entry point: run the app, turning user errors into one line and exit status 2."""
+    from .report.io import exit_on_signals
+
+    exit_on_signals()
     try:
         app(standalone_mode=False)
     except FusemapError as err:

@@ -90,14 +90,34 @@ def _variables(expr: Any) -> list[str]:
     return [v for v in dict.fromkeys(_IDENT.findall(str(expr))) if v[:1].islower()]
 
 
-def rank_components(einsums: Sequence[Einsum], rank: str) -> tuple[str, ...]:
+class _Facts:
+    """Per-Einsum facts the analysis of every rank uses, computed once (the mapper's
+    report analyzes every rank: recomputing them made it cubic in the Einsums)."""
+
+    def __init__(self, einsums: Sequence[Einsum], info: WorkloadInfo) -> None:
+        self.ranks = {id(e): variable_ranks(e) for e in einsums}
+        self.accesses = {
+            id(e): [a.ranks() for a in [*e.tensor_accesses, *e.operands]] for e in einsums
+        }
+        self.reads = {id(e): _reads(e) for e in einsums}
+        self.ordered = _ordered(einsums, info, self)
+
+
+def rank_components(
+    einsums: Sequence[Einsum], rank: str, facts: _Facts | None = None
+) -> tuple[str, ...]:
     """The ranks that ``rank`` splits into through affine projections (else itself)."""
     found: list[str] = []
     seen_rank = False
     for e in einsums:
-        ranks = variable_ranks(e)
-        for access in [*e.tensor_accesses, *e.operands]:
-            expr = access.ranks().get(rank)
+        ranks = facts.ranks[id(e)] if facts else variable_ranks(e)
+        accesses = (
+            facts.accesses[id(e)]
+            if facts
+            else [a.ranks() for a in [*e.tensor_accesses, *e.operands]]
+        )
+        for access in accesses:
+            expr = access.get(rank)
             if expr is None:
                 continue
             seen_rank = True
@@ -131,35 +151,41 @@ def analyze_passes(
 
 
 def analyze(
-    einsums: Sequence[Einsum], info: WorkloadInfo, rank: str, iterative_ranks: set[str]
+    einsums: Sequence[Einsum],
+    info: WorkloadInfo,
+    rank: str,
+    iterative_ranks: set[str],
+    facts: _Facts | None = None,
 ) -> PassAnalysis:
     """The §2 algorithm on parsed Einsums and their resolved shapes."""
-    comps = set(rank_components(einsums, rank))
+    facts = facts or _Facts(einsums, info)
+    comps = set(rank_components(einsums, rank, facts))
     iterative = comps & iterative_ranks
     ready: dict[str, int] = {}  # tensors not written yet (inputs, recurrences) are ready at 1
     stages: dict[str, int] = {}
     barriers: list[str] = []
     sweeping: list[str] = []
     for e in einsums:
-        reads = [t for t in _reads(e) if t not in e.outputs]
+        outputs = e.outputs
+        reads = [t for t in facts.reads[id(e)] if t not in outputs]
         stage = max([1, *(ready.get(t, 1) for t in reads)])
-        iterated = set(variable_ranks(e).values())
+        iterated = set(facts.ranks[id(e)].values())
         std = (iterated & comps) - iterative
-        out_ranks = {r for t in e.outputs for r in info.tensors[t].ranks}
+        out_ranks = {r for t in outputs for r in info.tensors[t].ranks}
         barrier = bool(std) and not (out_ranks & comps)
-        for t in e.outputs:
+        for t in outputs:
             ready[t] = stage + 1 if barrier else stage
         stages[e.name] = stage
         if barrier:
             barriers.append(e.name)
         if comps <= iterated:
             sweeping.append(e.name)
-    _defer_copies(einsums, stages)
+    _defer_copies(einsums, stages, facts)
     passes = len({stages[n] for n in sweeping})
-    live = _live(einsums, info, stages, comps)
+    live = _live(einsums, info, stages, comps, facts)
     return PassAnalysis(
         rank,
-        tuple(c for c in _ordered(einsums, info) if c in comps),
+        tuple(c for c in facts.ordered if c in comps),
         tuple(sorted(iterative)),
         passes,
         stages,
@@ -185,7 +211,7 @@ def _variables_of(e: Einsum, tensors: Sequence[str]) -> list[str]:
     return [v for t in tensors for x in e.access(t).ranks().values() for v in _variables(x)]
 
 
-def _defer_copies(einsums: Sequence[Einsum], stages: dict[str, int]) -> None:
+def _defer_copies(einsums: Sequence[Einsum], stages: dict[str, int], facts: _Facts) -> None:
     """A layout copy runs in the stage of its first consumer (it is made where it is read).
 
     Otherwise copying V early (BV in pass 1) would make V look live across passes.
@@ -194,17 +220,22 @@ def _defer_copies(einsums: Sequence[Einsum], stages: dict[str, int]) -> None:
         e = einsums[i]
         if not _is_layout_copy(e):
             continue
-        consumers = [stages[c.name] for c in einsums[i + 1 :] if set(e.outputs) & set(_reads(c))]
+        made = set(e.outputs)
+        consumers = [stages[c.name] for c in einsums[i + 1 :] if made & set(facts.reads[id(c)])]
         if consumers:
             stages[e.name] = max(stages[e.name], min(consumers))
 
 
 def _live(
-    einsums: Sequence[Einsum], info: WorkloadInfo, stages: dict[str, int], comps: set[str]
+    einsums: Sequence[Einsum],
+    info: WorkloadInfo,
+    stages: dict[str, int],
+    comps: set[str],
+    facts: _Facts,
 ) -> dict[str, LiveTensor]:
     touched: dict[str, set[int]] = {}
     for e in einsums:
-        for t in [*_reads(e), *e.outputs]:
+        for t in [*facts.reads[id(e)], *e.outputs]:
             touched.setdefault(t, set()).add(stages[e.name])
     live: dict[str, LiveTensor] = {}
     for t, seen in touched.items():
@@ -220,18 +251,16 @@ def _live(
     return live
 
 
-def _ordered(einsums: Sequence[Einsum], info: WorkloadInfo) -> list[str]:
+def _ordered(einsums: Sequence[Einsum], info: WorkloadInfo, facts: _Facts) -> list[str]:
     """All ranks in order of first appearance (for a stable component order)."""
-    out: list[str] = []
+    out: dict[str, None] = {}
     for e in einsums:
         for t in e.tensors:
             for r in info.tensors[t].ranks:
-                if r not in out:
-                    out.append(r)
-        for r in variable_ranks(e).values():
-            if r not in out:
-                out.append(r)
-    return out
+                out.setdefault(r, None)
+        for r in facts.ranks[id(e)].values():
+            out.setdefault(r, None)
+    return list(out)
 
 
 def pass_bounds(spec: Spec, info: WorkloadInfo | None = None) -> dict[str, PassAnalysis]:
@@ -249,18 +278,15 @@ def pass_bounds(spec: Spec, info: WorkloadInfo | None = None) -> dict[str, PassA
     info = info or resolve_workload(spec)
     einsums = spec.workload.einsums
     iterative = spec.workload.iterative_ranks()
-    ranks = _ordered(einsums, info)
-    parts = {r: rank_components(einsums, r) for r in ranks if _is_rank(info, r)}
+    facts = _Facts(einsums, info)
+    have = {r for t in info.tensors.values() for r in t.ranks}
+    parts = {r: rank_components(einsums, r, facts) for r in facts.ordered if r in have}
     split = {c for r, comps in parts.items() for c in comps if comps != (r,)}
     out: dict[str, PassAnalysis] = {}
     for r, comps in parts.items():
         if r in split:
             continue
-        found = analyze(einsums, info, r, iterative)
+        found = analyze(einsums, info, r, iterative, facts)
         if (found.passes > 1 and found.live) or set(comps) & iterative:
             out[r] = found
     return out
-
-
-def _is_rank(info: WorkloadInfo, rank: str) -> bool:
-    return any(rank in t.ranks for t in info.tensors.values())

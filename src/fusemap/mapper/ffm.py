@@ -3,6 +3,7 @@ best joined mapping as one LoopTree, scored again by the model."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from collections.abc import Callable
@@ -11,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from ..analysis.passes import PassAnalysis, pass_bounds
 from ..model.evaluate import evaluate_mapping
 from ..model.result import Result
+from ..spec import limits
 from ..spec.arch_eval import ArchEvaluator
 from ..spec.errors import FusemapError
 from ..spec.mapping import Mapping
@@ -23,7 +25,7 @@ from .join import Bound, Joined, join
 from .pmappings import PmappingTable, generate_pmappings
 from .prefix import Compatibility
 from .signature import einsum_signature, tensor_renaming, variable_renaming
-from .space import config_from_spec, join_memories, templates, top_memory
+from .space import check_bounds, config_from_spec, join_memories, templates, top_memory
 
 OBJECTIVES = ("energy", "latency", "edp", "pareto")
 Progress = Callable[[str, int, int], None]
@@ -126,7 +128,10 @@ def map_workload(
         raise FusemapError(f"unknown --orders '{orders}' (use given or all)")
     stats = MapStatistics()
     start = time.perf_counter()
+    limits.reset_budget()  # each mapping run has its own expression budget
     wl = resolve_workload(spec)
+    for e in wl.einsums:
+        check_bounds(e, spec.locate_einsum(e.index))
     arch = ArchEvaluator(spec, wl)
     config = replace(config_from_spec(spec), fusion=True)
     rules = FusionRules.of(wl)
@@ -361,7 +366,7 @@ def generate_tables(
         # Longest first (estimated by the number of templates), so workers end together.
         order = sorted(unique, key=lambda n: -_work(wl, arch, config, n))
         done = Parallel(n_jobs=jobs, return_as="generator", batch_size=1)(
-            delayed(_generate_one)(spec, n, gen_objective, config) for n in order
+            delayed(_generate_one)(spec, n, gen_objective, config, limits.current()) for n in order
         )
         for k, table in enumerate(done):
             made[table.einsum] = table
@@ -398,7 +403,12 @@ def _work(wl: WorkloadInfo, arch: ArchEvaluator, config, einsum: str) -> int:
     return n * len(info.rank_variables)
 
 
-def _generate_one(spec: Spec, einsum: str, objective: str, config) -> PmappingTable:
+def _generate_one(
+    spec: Spec, einsum: str, objective: str, config, limits_in_force: limits.Limits
+) -> PmappingTable:
+    """In a worker process: the caller's limits (``--limit``), a fresh expression budget."""
+    limits.configure(**dataclasses.asdict(limits_in_force))
+    limits.reset_budget()
     return generate_pmappings(spec, einsum, objective=objective, config=config)
 
 

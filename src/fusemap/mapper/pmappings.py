@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 
@@ -123,8 +124,9 @@ class PmappingTable:
         def v(name: str) -> str:
             return var.get(name, name)
 
-        results = []
-        for r in self.results:
+        interner = self.fusion.interner if self.fusion is not None else None
+
+        def rename(r: TemplateResult) -> TemplateResult:
             t = r.template
             holders = tuple(
                 Holder(tensors[h.tensor], h.component, h.level, h.backing) for h in t.holders
@@ -139,17 +141,11 @@ class PmappingTable:
                 tensors[k]: {v(x): kind for x, kind in d.items()} for k, d in r.relevance.items()
             }
             seq = r.seq
-            if seq is not None and self.fusion is not None:
-                seq = _renamed_seq(self.fusion.interner, seq, tensors, var)
-            results.append(
-                replace(
-                    r,
-                    template=tmpl,
-                    relevance=rel,
-                    seq=seq,
-                    variables=[v(x) for x in r.variables],
-                )
-            )
+            if seq is not None and interner is not None:
+                seq = _renamed_seq(interner, seq, tensors, var)
+            variables = [v(x) for x in r.variables]
+            return replace(r, template=tmpl, relevance=rel, seq=seq, variables=variables)
+
         fusion = self.fusion
         if fusion is not None:
             fusion = replace(
@@ -158,11 +154,29 @@ class PmappingTable:
                 shared=frozenset(tensors[t] for t in fusion.shared),
                 top={tensors[t]: m for t, m in fusion.top.items()},
             )
-        return replace(self, einsum=einsum, results=results, fusion=fusion)
+        results = RenamedResults(self.results, rename)
+        return replace(self, einsum=einsum, results=results, fusion=fusion)  # type: ignore[arg-type]
 
     def compatibility(self, i: int, shared: frozenset[str]) -> list[Compatibility]:
         """Per shared tensor of the Einsum: backing memory and the loops above it."""
         return compatibility_of(self.mapping(i), shared)
+
+
+class RenamedResults(Sequence):
+    """The template results of an identical Einsum's table, renamed when looked at: the
+    join reads only the table's arrays, and renaming every result up front cost a few
+    megabytes per Einsum (gigabytes for a chain of a thousand)."""
+
+    def __init__(self, base: Sequence[TemplateResult], rename: Any) -> None:
+        self._base, self._rename = base, rename
+
+    def __len__(self) -> int:
+        return len(self._base)
+
+    def __getitem__(self, k: Any) -> Any:
+        if isinstance(k, slice):
+            return [self._rename(r) for r in self._base[k]]
+        return self._rename(self._base[k])
 
 
 def _renamed_seq(

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from ..model.evaluate import evaluate_mapping
 from ..model.result import Result
+from ..spec import limits
 from ..spec.arch_eval import ArchEvaluator
 from ..spec.errors import FusemapError
 from ..spec.mapping import Mapping
@@ -14,6 +15,7 @@ from ..spec.resolve import resolve_workload
 from ..spec.spec import Spec
 from .feasibility import check_einsum
 from .pmappings import OBJECTIVES, PmappingTable, generate_pmappings
+from .space import check_bounds
 
 
 def best_pmapping(
@@ -22,10 +24,12 @@ def best_pmapping(
     """The pmapping table of ``einsum``, its best mapping and that mapping's Result."""
     if objective not in OBJECTIVES:
         raise FusemapError(f"unknown objective '{objective}' (use {', '.join(OBJECTIVES)})")
+    limits.reset_budget()  # each mapping run has its own expression budget
     wl = resolve_workload(spec)
     names = [e.name for e in wl.einsums]
     if einsum not in names:
         raise FusemapError(f"unknown Einsum '{einsum}' (the workload has {', '.join(names)})")
+    check_bounds(wl.einsum(einsum), spec.locate_einsum(wl.einsum(einsum).index))
     arch = ArchEvaluator(spec, wl)
     notes = check_einsum(wl.einsum(einsum), wl, arch)  # before the search: fails fast
     table = _with_progress(spec, einsum, objective, wl, arch)

@@ -31,10 +31,15 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..spec.arch_eval import ArchEvaluator, FlatArch, SpatialInfo
-from ..spec.errors import FusemapError
+from ..spec.errors import FusemapError, Location
 from ..spec.expressions import evaluate
 from ..spec.resolve import EinsumInfo
 from ..spec.sets import TensorSet, evaluate_set_expression
+from .divisors import MAX_SIZE, divisors
+
+MAX_IMPERFECT_BOUND = 1024
+"""Imperfect tiles are tried only for ranks this small: each size up to the bound is a
+candidate, so the search grows with the bound (divisors alone above it)."""
 
 
 @dataclass(frozen=True)
@@ -89,6 +94,12 @@ def config_from_spec(spec) -> MapperConfig:
             if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
                 want = "true or false" if kind is bool else "an integer"
                 raise FusemapError(f"expected {want}, got {value!r}", spec.locate("mapper", key))
+            if key == "imperfect_max_bound" and not 0 <= value <= MAX_IMPERFECT_BOUND:
+                raise FusemapError(
+                    f"expected an integer from 0 to {MAX_IMPERFECT_BOUND} (every tile size "
+                    f"up to the bound is a candidate), got {value!r}",
+                    spec.locate("mapper", key),
+                )
             out[key] = value
     return MapperConfig(**out)
 
@@ -135,14 +146,17 @@ class Template:
 
 
 def candidate_sizes(bound: int, imperfect: bool) -> list[int]:
-    """Tile sizes a rank variable can take: its divisors, or every size when imperfect."""
+    """Tile sizes a rank variable can take: its divisors (found from its prime factors, so
+    the cost grows with their number, not with the bound), or every size when imperfect
+    (only for small bounds, ``imperfect_max_bound``)."""
     if imperfect:
         return list(range(1, bound + 1))
-    return [d for d in range(1, bound + 1) if bound % d == 0]
+    return list(divisors(bound))
 
 
 def next_sizes(cands: np.ndarray, bound: int, imperfect: bool) -> tuple[np.ndarray, np.ndarray]:
-    """CSR table: for each candidate tile, the tiles one loop below it may leave."""
+    """CSR table: for each candidate tile, the tiles one loop below it may leave (itself,
+    then its proper divisors ascending; below the whole rank, any smaller imperfect tile)."""
     offsets = [0]
     values: list[int] = []
     for c in cands:
@@ -151,7 +165,7 @@ def next_sizes(cands: np.ndarray, bound: int, imperfect: bool) -> tuple[np.ndarr
         if c == bound and imperfect:
             nxt += [int(d) for d in cands if d < c]
         else:
-            nxt += [int(d) for d in cands if d < c and c % d == 0]
+            nxt += list(divisors(c)[:-1])
         values += nxt
         offsets.append(len(values))
     return np.array(offsets, dtype=np.int64), np.array(values, dtype=np.int64)
@@ -243,8 +257,8 @@ def _dim_options(
             return
         v = allowed[i]
         rec(i + 1, used, acc)
-        for trips in range(2, min(dim.fanout // used, info.bounds[v]) + 1):
-            if info.bounds[v] % trips == 0:
+        for trips in divisors(info.bounds[v]):
+            if 2 <= trips <= dim.fanout // used:
                 rec(i + 1, used * trips, acc + ((v, trips),))
 
     rec(0, 1, ())
@@ -376,6 +390,17 @@ def place_spatial(
     return tuple(placed)
 
 
+def check_bounds(info: EinsumInfo, where: Location | None = None) -> None:
+    """Refuse rank variables the mapper's 64-bit tile tables cannot hold."""
+    for v, n in info.bounds.items():
+        if n > MAX_SIZE:
+            raise FusemapError(
+                f"rank variable '{v}' has {n:,} values; the mapper handles at most "
+                "2**62 (fusemap evaluate has no such limit)",
+                where or Location(key=info.name),
+            )
+
+
 def templates(
     info: EinsumInfo,
     arch: ArchEvaluator,
@@ -392,6 +417,7 @@ def templates(
     node (they are shared with the Einsums it is exchanged with), and no spatial loop.
     ``pinned`` tensors (shared, but never fused) are backed in the top memory.
     """
+    check_bounds(info)
     out = []
     units = [compute] if compute else compute_units(info, arch)
     for unit in units:

@@ -29,17 +29,39 @@ from .terms import node_terms, reservation_sizes, tile_values
 from .tile_costs import NodeCosts
 from .tile_latency import finish_template
 
+MAX_DENSE_LOOKUP = 1 << 16
+"""Up to this bound, tile size -> candidate index is a table; above it, a binary search
+(a table as long as the rank would cost memory growing with the rank size)."""
+
+
+class SizeIndex:
+    """Tile size -> candidate index (-1 when not a candidate), by binary search."""
+
+    def __init__(self, cands: np.ndarray, bound: int) -> None:
+        self.cands, self.bound = cands, bound
+
+    def __len__(self) -> int:
+        return self.bound + 1
+
+    def __getitem__(self, sizes: np.ndarray | int) -> np.ndarray:
+        sizes = np.asarray(sizes, dtype=np.int64)
+        pos = np.minimum(np.searchsorted(self.cands, sizes), len(self.cands) - 1)
+        return np.where(self.cands[pos] == sizes, pos, -1)
+
 
 @lru_cache(maxsize=256)
-def _tile_tables(bound: int, imperfect: bool) -> tuple[np.ndarray, tuple, np.ndarray]:
+def _tile_tables(bound: int, imperfect: bool) -> tuple[np.ndarray, tuple, np.ndarray | SizeIndex]:
     """Candidate tiles of a rank variable, the tiles one loop below each may leave (CSR)
     and tile size -> candidate index; shared, read-only, by every template's tiler."""
     c = np.array(candidate_sizes(bound, imperfect), dtype=np.int64)
     options = next_sizes(c, bound, imperfect)
+    for a in (c, *options):
+        a.flags.writeable = False
+    if bound > MAX_DENSE_LOOKUP:
+        return c, options, SizeIndex(c, bound)
     lookup = np.full(bound + 1, -1, dtype=np.int64)
     lookup[c] = np.arange(len(c))
-    for a in (c, *options, lookup):
-        a.flags.writeable = False
+    lookup.flags.writeable = False
     return c, options, lookup
 
 

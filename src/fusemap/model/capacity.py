@@ -16,6 +16,7 @@ memory is the largest sum of live reservations over the branches.
 from __future__ import annotations
 
 import math
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 
 from ..spec import mapping as M
@@ -136,41 +137,52 @@ def live_reservations(
         users.setdefault(r.key, []).append(b)
         if r.key not in size or r.bits > size[r.key].bits:
             size[r.key] = r
+    through = _branches_through(branches)
     live: dict[int, list[ReservationInfo]] = {b: [] for b in range(len(chains))}
     for key, bs in users.items():
         res = size[key]
-        for b in _lifetime(key[2], bs, branches, res.persistent):
+        for b in _lifetime(key[2], bs, branches, res.persistent, through):
             live[b].append(res)
     return live, [r for _, r in all_res]
 
 
+def _branches_through(branches: list[list[M.MappingNode]]) -> dict[int, list[int]]:
+    """``id(node)`` -> the branches (in order) whose root-to-leaf path holds the node."""
+    out: dict[int, list[int]] = {}
+    for b, nodes in enumerate(branches):
+        for n in nodes:
+            out.setdefault(id(n), []).append(b)
+    return out
+
+
 def _lifetime(
-    anchor: int, users: list[int], branches: list[list[M.MappingNode]], persistent: bool
+    anchor: int,
+    users: list[int],
+    branches: list[list[M.MappingNode]],
+    persistent: bool,
+    through: dict[int, list[int]] | None = None,
 ) -> list[int]:
     """Branches during which a reservation sitting under mapping node ``anchor`` is live.
 
     Among the branches that pass through the anchor: those from the first to the last
     user, and every branch that shares a loop below the reservation with a user (that
-    loop repeats the user's work around the other branch, so the tile is kept).
+    loop repeats the user's work around the other branch, so the tile is kept). A
+    branch shares some loop below the anchor with a user exactly when it passes through
+    the user's first loop below the anchor (paths in a tree share prefixes), so the cost
+    is that of the answer, not of the number of branches.
     """
     if persistent:
         return list(range(len(branches)))
-    first = branches[users[0]]
-    q = next(i for i, n in enumerate(first) if id(n) == anchor)
-    sharing = [b for b, nodes in enumerate(branches) if len(nodes) > q and id(nodes[q]) == anchor]
-    live = {b for b in sharing if min(users) <= b <= max(users)}
-    for u in users:
-        mine = branches[u]
-        for b in sharing:
-            if b in live:
-                continue
-            other = branches[b]
-            for i in range(q + 1, min(len(mine), len(other))):
-                if id(mine[i]) != id(other[i]):
-                    break
-                if isinstance(mine[i], (M.Temporal, M.Spatial)):
-                    live.add(b)
-                    break
+    through = through if through is not None else _branches_through(branches)
+    sharing = through[anchor]
+    live = set(sharing[bisect_left(sharing, min(users)) : bisect_right(sharing, max(users))])
+    q = next(i for i, n in enumerate(branches[users[0]]) if id(n) == anchor)
+    for u in set(users):
+        loop = next(
+            (n for n in branches[u][q + 1 :] if isinstance(n, (M.Temporal, M.Spatial))), None
+        )
+        if loop is not None:
+            live.update(through[id(loop)])
     return sorted(live)
 
 

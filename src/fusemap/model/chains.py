@@ -9,6 +9,7 @@ counting code can trust what it gets.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..spec import mapping as M
 from ..spec.arch_eval import ComponentInfo, FlatArch
@@ -135,6 +136,32 @@ def build_chain(
     return chain
 
 
+_POSITIONS: dict[int, tuple[Any, dict[str, int]]] = {}
+"""Storage node id -> (the node, tensor -> position): the top node of a large workload
+lists every tensor; checking it once, not once per Einsum, keeps chains linear."""
+
+
+def _held(node: Any, einsum: EinsumInfo, workload: WorkloadInfo) -> list[str]:
+    """The Einsum's tensors that ``node`` holds, in the node's order (names checked)."""
+    cached = _POSITIONS.get(id(node))
+    if cached is None or cached[0] is not node or len(cached[1]) != len(node.tensors):
+        for t in node.tensors:
+            if t not in workload.tensors:
+                raise SpecError(
+                    f"unknown tensor '{t}' in !{node.type} at {node.component}"
+                    + _suggest(t, workload.tensors)
+                )
+        positions = {t: i for i, t in reversed(list(enumerate(node.tensors)))}
+        if len(positions) != len(node.tensors):  # a tensor listed twice: held twice
+            mine = set(einsum.tensors)
+            return [t for t in node.tensors if t in mine]
+        if len(_POSITIONS) > 10_000:
+            _POSITIONS.clear()
+        _POSITIONS[id(node)] = cached = (node, positions)
+    positions = cached[1]
+    return sorted((t for t in set(einsum.tensors) if t in positions), key=positions.__getitem__)
+
+
 def _node_steps(
     node: M.MappingNode,
     einsum: EinsumInfo,
@@ -151,23 +178,17 @@ def _node_steps(
             raise SpecError(
                 f"!{node.type} names {node.component}, which is a {comp.kind}, not a {want}"
             )
-        for t in node.tensors:
-            if t not in workload.tensors:
-                raise SpecError(
-                    f"unknown tensor '{t}' in !{node.type} at {node.component}"
-                    + _suggest(t, workload.tensors)
+        for t in _held(node, einsum, workload):
+            out.append(
+                HolderStep(
+                    t,
+                    node.component,
+                    levels[node.component],
+                    isinstance(node, M.Toll),
+                    node.persistent,
+                    id(node),
                 )
-            if t in einsum.tensors:
-                out.append(
-                    HolderStep(
-                        t,
-                        node.component,
-                        levels[node.component],
-                        isinstance(node, M.Toll),
-                        node.persistent,
-                        id(node),
-                    )
-                )
+            )
     elif isinstance(node, (M.Temporal, M.Spatial)):
         var = node.rank_variable
         if var not in einsum.bounds:

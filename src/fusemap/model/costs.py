@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from ..spec.arch_eval import ComponentInfo, FlatArch
 from ..spec.errors import ExpressionError, FusemapError, InvalidMappingError
 from ..spec.expressions import ExprObject, evaluate
+from ..spec.numbers import number
 from .chains import Chain, HolderStep, LoopStep, linearize
 from .operators import operator_actions
 from .result import ActionResult, ComponentUse, EinsumResult
@@ -178,8 +179,7 @@ def component_latency(comp: ComponentInfo, n_calls: dict[str, float]) -> float:
             value = evaluate(comp.node.total_latency, scope)
         except FusemapError as err:
             raise err.located(comp.latency_location or err.location) from None
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ExpressionError(f"expected a number, got {value!r}", comp.latency_location)
+        value = number(value, comp.latency_location, low=0, infinite=True)
     return value * comp.actions_scale
 
 

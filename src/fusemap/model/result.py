@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
+
+from ..spec.numbers import finite_json
 
 FRAME_COLUMNS = ("einsum", "component", "kind", "tensor", "action", "count", "energy")
 
@@ -241,4 +242,4 @@ class Result:
 
     def dumps(self) -> str:
         """JSON text."""
-        return json.dumps(self.to_json(), indent=1)
+        return finite_json(self.to_json(), indent=1)

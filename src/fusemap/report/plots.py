@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ..model.result import Result
 from ..units import area_scale, axis_scale, quantity
-from .io import write_atomic
+from .io import check_plot, write_atomic
 
 PLOTS = ("energy", "latency", "area", "tensors", "levels")
 """Plots of one result (``write_plots`` writes them all); ``pareto`` needs a front."""
@@ -29,6 +29,7 @@ def _pyplot():
 
 
 def _save(fig, out: str | Path) -> Path:
+    check_plot(out)
     plt = _pyplot()
     buf = io.BytesIO()
     fig.savefig(buf, format=Path(out).suffix.lstrip(".").lower() or "png", dpi=120)

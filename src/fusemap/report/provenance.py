@@ -8,12 +8,12 @@ same facts as YAML comments, so a mapping found months ago can be traced to its 
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import os
 from pathlib import Path
 from typing import Any
 
+from ..spec.numbers import finite_json
 from .io import write_atomic
 
 SCHEMA_VERSION = 2
@@ -73,7 +73,7 @@ def with_provenance(data: dict[str, Any], spec: Any, command: str) -> dict[str, 
 
 def write_json(path: str | Path, data: dict[str, Any], spec: Any, command: str) -> Path:
     """Write a result's JSON with its provenance header."""
-    text = json.dumps(with_provenance(data, spec, command), indent=1)
+    text = finite_json(with_provenance(data, spec, command), indent=1)  # never NaN/Infinity
     return write_atomic(path, text + "\n")
 
 

@@ -66,40 +66,68 @@ def usage_text(used_bits: float | None, size_bits: float | None, fraction: float
     return f"{percent(fraction)} of {capacity(size_bits)}"
 
 
-def workload_table(wl: WorkloadInfo) -> Table:
+MAX_RICH_ROWS = 200
+"""Larger tables print as plain aligned text (rich takes seconds for thousands of rows)."""
+
+
+def table(
+    title: str, columns: Sequence[str], rows: list[Sequence[str]], right: Sequence[str] = ()
+) -> Table | Text:
+    """A table with a title; plain aligned text when it has many rows."""
+    if len(rows) <= MAX_RICH_ROWS:
+        t = Table(title=title, title_justify="left")
+        for col in columns:
+            t.add_column(col, justify="right" if col in right else "left")
+        for row in rows:
+            t.add_row(*(Text(cell) for cell in row))
+        return t
+    widths = [max(len(c), *(len(r[k]) for r in rows)) for k, c in enumerate(columns)]
+
+    def line(cells: Sequence[str]) -> str:
+        parts = [
+            cell.rjust(w) if col in right else cell.ljust(w)
+            for cell, w, col in zip(cells, widths, columns, strict=True)
+        ]
+        return "  ".join(parts).rstrip()
+
+    body = [line(columns), "  ".join("-" * w for w in widths)] + [line(r) for r in rows]
+    return Text(title + "\n" + "\n".join(body))
+
+
+def workload_table(wl: WorkloadInfo) -> Table | Text:
     """Einsums with their tensors, rank variables and bounds."""
-    t = Table(title="Workload", title_justify="left")
-    for col in ("Einsum", "inputs", "outputs", "rank variables (bounds)", "operations"):
-        t.add_column(col)
-    for e in wl.einsums:
-        name = e.name + (" (copy)" if e.is_copy else "")
-        t.add_row(
-            name,
+    rows = [
+        (
+            e.name + (" (copy)" if e.is_copy else ""),
             ", ".join(e.inputs),
             ", ".join(e.outputs),
             ", ".join(f"{v}={b}" for v, b in e.bounds.items()),
             f"{e.operations:,}",
         )
-    return t
+        for e in wl.einsums
+    ]
+    columns = ("Einsum", "inputs", "outputs", "rank variables (bounds)", "operations")
+    return table("Workload", columns, rows)
 
 
-def tensor_table(wl: WorkloadInfo) -> Table:
+def tensor_table(wl: WorkloadInfo) -> Table | Text:
     """Tensors with shape, size and role."""
-    t = Table(title="Tensors", title_justify="left")
-    for col in ("tensor", "ranks", "shape", "values", "bits/value", "size", "role"):
-        t.add_column(col, justify="right" if col in ("values", "bits/value", "size") else "left")
+    rows = []
     for info in wl.tensors.values():
         role = "intermediate" if info.is_intermediate else ("output" if info.writers else "input")
-        t.add_row(
-            info.name,
-            ", ".join(info.ranks),
-            "×".join(map(str, info.shape)) or "scalar",
-            f"{info.size:,}",
-            f"{info.bits_per_value:g}",
-            capacity(info.size * info.bits_per_value),
-            role,
+        rows.append(
+            (
+                info.name,
+                ", ".join(info.ranks),
+                "×".join(map(str, info.shape)) or "scalar",
+                f"{info.size:,}",
+                f"{info.bits_per_value:g}",
+                capacity(info.size * info.bits_per_value),
+                role,
+            )
         )
-    return t
+    columns = ("tensor", "ranks", "shape", "values", "bits/value", "size", "role")
+    return table("Tensors", columns, rows, right=("values", "bits/value", "size"))
 
 
 def arch_tree(arch: A.Arch, evaluated: dict[str, ComponentInfo] | None = None) -> Tree:
@@ -169,17 +197,12 @@ def component_table(result: Result) -> Table:
     return comp
 
 
-def einsum_table(result: Result) -> Table:
+def einsum_table(result: Result) -> Table | Text:
     """Energy, share, latency and the limiting component per Einsum."""
     q = Quantities(result)
-    ein = Table(title="Per Einsum", title_justify="left")
-    for col in ("Einsum", "energy", "share", "latency", "bound by", "compute unit", "operations"):
-        ein.add_column(
-            col, justify="left" if col in ("Einsum", "bound by", "compute unit") else "right"
-        )
     total = result.energy or 1.0
-    for e in result.einsums.values():
-        ein.add_row(
+    rows = [
+        (
             e.name,
             q.energy(e.energy),
             f"{e.energy / total:.1%}",
@@ -188,7 +211,10 @@ def einsum_table(result: Result) -> Table:
             e.compute_unit,
             number(e.operations),
         )
-    return ein
+        for e in result.einsums.values()
+    ]
+    columns = ("Einsum", "energy", "share", "latency", "bound by", "compute unit", "operations")
+    return table("Per Einsum", columns, rows, right=("energy", "share", "latency", "operations"))
 
 
 def tensor_energy_table(result: Result) -> Table:
@@ -203,17 +229,17 @@ def tensor_energy_table(result: Result) -> Table:
                     memories.append(c.name)
                 row = per.setdefault(t, {})
                 row[c.name] = row.get(c.name, 0.0) + sum(r.energy for r in acts.values())
-    table = Table(title="Per tensor (access energy by memory)", title_justify="left")
-    table.add_column("tensor")
+    out = Table(title="Per tensor (access energy by memory)", title_justify="left")
+    out.add_column("tensor")
     for m in [*memories, "total", "share"]:
-        table.add_column(m, justify="right")
+        out.add_column(m, justify="right")
     total = result.energy or 1.0
     for t, row in per.items():
         s = sum(row.values())
-        table.add_row(
+        out.add_row(
             t, *(q.energy(row.get(m, 0.0)) for m in memories), q.energy(s), f"{s / total:.1%}"
         )
-    return table
+    return out
 
 
 def totals_line(result: Result) -> Text:

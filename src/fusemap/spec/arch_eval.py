@@ -15,6 +15,7 @@ from typing import Any
 from . import arch as A
 from .errors import ExpressionError, Location, SpecError
 from .expressions import ExprObject, Scope, evaluate, evaluate_fields, parse_expression
+from .numbers import amount, count, number, positive
 from .resolve import EinsumInfo, WorkloadInfo
 from .sets import TensorSet, evaluate_set_expression, evaluate_set_keyed_dict
 from .spec import Spec
@@ -185,6 +186,7 @@ class ArchEvaluator:
         self.arch: A.Arch = spec.arch  # type: ignore[assignment]
         self._paths = self._node_paths()
         self._cache: dict[str, dict[str, ComponentInfo]] = {}
+        self._locations: dict[tuple, Location] = {}
 
     def _node_paths(self) -> dict[str, tuple]:
         out: dict[str, tuple] = {}
@@ -200,8 +202,12 @@ class ArchEvaluator:
         return out
 
     def locate(self, component: str, *keys: str | int) -> Location:
-        """Where a component's field was written."""
-        return self.spec.locate(*self._paths[component], *keys)
+        """Where a component's field was written (the same for every Einsum: cached)."""
+        key = (component, *keys)
+        found = self._locations.get(key)
+        if found is None:
+            found = self._locations[key] = self.spec.locate(*self._paths[component], *keys)
+        return found
 
     def flat(self, einsum: str, compute: str) -> FlatArch:
         """The evaluated path to ``compute`` for ``einsum``."""
@@ -289,16 +295,16 @@ class ArchEvaluator:
         )
         comp = ComponentInfo(name, kind, node, spatial, location=where)
         if kind == "container":
-            comp.area = _num(fields.get("area", node.area), self.locate(name, "area"))
-            comp.leak_power = _num(
+            comp.area = amount(fields.get("area", node.area), self.locate(name, "area"))
+            comp.leak_power = amount(
                 fields.get("leak_power", node.leak_power), self.locate(name, "leak_power")
             )
             return comp
         dummy = node.component_class == "Dummy"
         plugin = node.component_class not in (None, "Dummy")
         comp.enabled = bool(fields["enabled"])
-        comp.actions_scale = _num(fields["actions_scale"], self.locate(name, "actions_scale"))
-        comp.n_parallel_instances = _num(
+        comp.actions_scale = amount(fields["actions_scale"], self.locate(name, "actions_scale"))
+        comp.n_parallel_instances = positive(
             fields["n_parallel_instances"], self.locate(name, "n_parallel_instances")
         )
         comp.fields = fields
@@ -312,9 +318,9 @@ class ArchEvaluator:
                         f"fusemap does not run; give '{key}' in the spec"
                     )
                 value = 0
-            scale = _num(fields[f"{key}_scale"], self.locate(name, f"{key}_scale"))
+            scale = amount(fields[f"{key}_scale"], self.locate(name, f"{key}_scale"))
             at = self.locate(name, key)
-            setattr(comp, key, _num(value, at) * scale * comp.n_parallel_instances)
+            setattr(comp, key, amount(value, at) * scale * comp.n_parallel_instances)
         if kind in ("memory", "toll"):
             keep, may = self._keep(node, set_scope, info)
             comp.keep, comp.may_keep = keep.items, may.items
@@ -326,10 +332,10 @@ class ArchEvaluator:
                     location_of_key=lambda k: self.locate(name, "bits_per_value", k),
                 )
                 comp.bits_per_value = {
-                    t: _num(v, self.locate(name, "bits_per_value")) for t, v in found.items()
+                    t: positive(v, self.locate(name, "bits_per_value")) for t, v in found.items()
                 }
         if kind == "memory":
-            comp.size = _num(fields["size"], self.locate(name, "size"))
+            comp.size = number(fields["size"], self.locate(name, "size"), low=0, infinite=True)
         if kind in ("memory", "compute"):
             comp.skip_initial_output_write = bool(fields["skip_initial_output_write"])
         if kind == "toll":
@@ -386,20 +392,29 @@ class ArchEvaluator:
                 missing = f"action '{act.name}' has no energy (give 'energy' in the spec)"
         else:
             energy = (
-                _num(energy, self.locate(name, "actions", i, "energy"))
-                * _num(fields["energy_scale"], self.locate(name, "energy_scale"))
-                * _num(vals["energy_scale"], self.locate(name, "actions", i, "energy_scale"))
+                amount(energy, self.locate(name, "actions", i, "energy"))
+                * amount(fields["energy_scale"], self.locate(name, "energy_scale"))
+                * amount(vals["energy_scale"], self.locate(name, "actions", i, "energy_scale"))
             )
         if dummy and energy is None:
             energy = 0.0
         tp = vals["throughput"]
         if tp is None and vals["latency"] is not None:
-            tp = 1 / _num(vals["latency"], self.locate(name, "actions", i, "latency"))
-        tp = math.inf if tp is None else _num(tp, self.locate(name, "actions", i, "throughput"))
+            latency = amount(vals["latency"], self.locate(name, "actions", i, "latency"))
+            tp = 1 / latency if latency else math.inf
+        elif tp is not None:
+            tp = positive(tp, self.locate(name, "actions", i, "throughput"), infinite=True)
+        tp = math.inf if tp is None else tp
         tp *= (
-            _num(fields["throughput_scale"], self.locate(name, "throughput_scale"))
-            * _num(vals["throughput_scale"], self.locate(name, "actions", i, "throughput_scale"))
-            * _num(fields["n_parallel_instances"], self.locate(name, "n_parallel_instances"))
+            positive(
+                fields["throughput_scale"], self.locate(name, "throughput_scale"), infinite=True
+            )
+            * positive(
+                vals["throughput_scale"],
+                self.locate(name, "actions", i, "throughput_scale"),
+                infinite=True,
+            )
+            * positive(fields["n_parallel_instances"], self.locate(name, "n_parallel_instances"))
         )
         bpa = vals["bits_per_action"] if vals["bits_per_action"] is not None else comp_bpa
         bpa_at = (
@@ -407,7 +422,7 @@ class ArchEvaluator:
             if vals["bits_per_action"] is not None
             else self.locate(name, "bits_per_action")
         )
-        bpa = 1 if bpa is None else _num(bpa, bpa_at)
+        bpa = 1 if bpa is None else positive(bpa, bpa_at)
         vpa = dict(comp_vpa)
         vpa.update(self._values_per_action(act.values_per_action, scope, space, name, where))
         at = self.locate(name, "actions", i)
@@ -423,7 +438,7 @@ class ArchEvaluator:
             out[op] = {}
             for part, raw in parts.items():
                 at = self.locate(node.name, "operators", op, part)
-                out[op][part] = _num(evaluate(raw, scope, location=at), at)
+                out[op][part] = amount(evaluate(raw, scope, location=at), at)
         return out
 
     def _values_per_action(self, raw, scope, space, name, where) -> dict[str, float]:
@@ -432,7 +447,8 @@ class ArchEvaluator:
         if not isinstance(raw, dict):
             raw = {"All": raw}
         found = evaluate_set_keyed_dict(raw, scope, space=space, location_of_key=lambda k: where)
-        return {t: _num(v, _with_key(where, f"{name}.values_per_action")) for t, v in found.items()}
+        at = _with_key(where, f"{name}.values_per_action")
+        return {t: positive(v, at) for t, v in found.items()}
 
     def _direction(self, node: A.Toll, scope: Scope, space: TensorSet) -> dict[str, str]:
         loc = self.locate(node.name, "direction")
@@ -464,27 +480,17 @@ class ArchEvaluator:
             may = evaluate_set_expression(dim.may_reuse, scope, space=space, location=loc)
         else:
             may = reuse if dim.reuse is not None else space
-        fanout = _num(vals["fanout"], self.locate(node.name, "spatial", i, "fanout"))
+        at = lambda key: self.locate(node.name, "spatial", i, key)  # noqa: E731
         return SpatialInfo(
             dim.name,
-            int(fanout),
+            count(vals["fanout"], at("fanout")),
             may.items,
             reuse.items,
-            _num(vals["usage_scale"], self.locate(node.name, "spatial", i, "usage_scale")),
+            amount(vals["usage_scale"], at("usage_scale")),
             bool(vals["power_gateable"]),
-            _num(vals["min_usage"], self.locate(node.name, "spatial", i, "min_usage")),
+            number(vals["min_usage"], at("min_usage"), low=0, high=1),
             dim.loop_bounds,
         )
-
-
-def _num(value: Any, where: Location | None) -> float:
-    """``value`` if it is a number, else a located "expected a number" error."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        shown = repr(value) if isinstance(value, str) else type(value).__name__
-        raise SpecError(f"expected a number, got {shown}", where)
-    if isinstance(value, int) and value.bit_length() > 1023:
-        raise SpecError("number too large (over 2**1023)", where)  # the model uses floats
-    return value
 
 
 def _with_key(where: Location | None, key: str) -> Location:

@@ -11,6 +11,7 @@ import ast
 import difflib
 import functools
 import io
+import math
 import operator
 import re
 import time
@@ -18,6 +19,7 @@ import tokenize
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
+from fusemap.spec import limits
 from fusemap.spec.errors import ExpressionError, Location, UnknownNameError
 from fusemap.spec.safe_functions import (
     _BUILTINS,
@@ -27,9 +29,8 @@ from fusemap.spec.safe_functions import (
     MAX_DEPTH,
     MAX_ITERATIONS,
     MAX_NODES,
-    MAX_SECONDS,
-    MAX_SEQUENCE,
     MAX_TEXT,
+    Guard,
     _collect,
     _safe_add,
     _safe_lshift,
@@ -38,6 +39,7 @@ from fusemap.spec.safe_functions import (
     _safe_pow,
     _size,
     _too_large,
+    max_size,
 )
 from fusemap.spec.values import QuotedStr
 
@@ -192,8 +194,21 @@ class Expression:
         return f"Expression({self.text!r})"
 
     def evaluate(self, scope: Scope) -> Any:
-        """Evaluate in ``scope``; every failure is an ExpressionError."""
-        return _guard(self.text, lambda: _Interpreter(self.text, scope).visit(self.tree.body, {}))
+        """Evaluate in ``scope``; every failure is an ExpressionError.
+
+        The outermost evaluation sets the deadline (``expression_seconds``, or what is
+        left of ``evaluation_seconds``) and charges its time to the spec's budget."""
+        run = lambda: _Interpreter(self.text, scope).visit(self.tree.body, {})  # noqa: E731
+        if Guard.depth:
+            return _guard(self.text, run)
+        start = time.monotonic()
+        Guard.deadline, Guard.limit = limits.expression_deadline(start)
+        Guard.text, Guard.depth = self.text, 1
+        try:
+            return _guard(self.text, run)
+        finally:
+            Guard.depth, Guard.deadline = 0, math.inf
+            limits.charge(time.monotonic() - start)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -247,12 +262,11 @@ class _Interpreter:
         self.text = text
         self.scope = scope
         self.iterations = self.steps = 0
-        self.deadline = time.monotonic() + MAX_SECONDS
 
     def visit(self, node: ast.expr, env: dict[str, Any]) -> Any:
         self.steps += 1
-        if not self.steps % 1024 and time.monotonic() > self.deadline:
-            raise ExpressionError(f"expression takes too long: '{self.text}'")
+        if not self.steps & 63:
+            Guard.check()
         if isinstance(node, ast.Constant):
             return node.value
         if isinstance(node, ast.List | ast.Tuple):
@@ -271,7 +285,7 @@ class _Interpreter:
     def _Dict(self, node: ast.Dict, env: dict[str, Any]) -> Any:
         pairs = zip(node.keys, node.values, strict=True)
         result = {self.visit(k, env): self.visit(v, env) for k, v in pairs}  # type: ignore[arg-type]
-        if _size(result) > MAX_SEQUENCE:
+        if _size(result) > max_size():
             raise _too_large("dict")
         return result
 
@@ -321,6 +335,7 @@ class _Interpreter:
             raise ExpressionError(f"'{name}' is not a function that can be called")
         args = [self.visit(a, env) for a in node.args]
         kwargs = {k.arg: self.visit(k.value, env) for k in node.keywords}
+        Guard.check()
         return fn(*args, **kwargs)
 
     def _Attribute(self, node: ast.Attribute, env: dict[str, Any]) -> Any:

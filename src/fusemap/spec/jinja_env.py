@@ -1,102 +1,36 @@
-"""The sandboxed Jinja2 environment that renders spec files, and its error reporting.
+"""Rendering spec files with Jinja: the host of one load, its path functions, and where
+each rendered line came from.
 
 Every failure while rendering becomes a :class:`SpecError` located at ``file:line`` of
-the template, so no Jinja (or other) exception escapes to the user.
+the template, so no Jinja (or other) exception escapes to the user. The sandbox itself
+(what a template may touch, and the bounds on its work) is :mod:`.jinja_sandbox`.
 """
 
 from __future__ import annotations
 
+import fnmatch
 import glob
-import math
-import operator
 import os
 import re
 import secrets
-from collections.abc import Mapping, Sequence
-from difflib import SequenceMatcher
+from bisect import bisect_right
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from jinja2 import StrictUndefined, meta, nodes, pass_context
+from jinja2 import meta, pass_context
 from jinja2.exceptions import SecurityError, TemplateSyntaxError, UndefinedError
-from jinja2.ext import Extension
-from jinja2.parser import Parser
 from jinja2.runtime import Context
-from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from fusemap.spec.errors import FusemapError, Location, SpecError
+from . import limits
+from .errors import FusemapError, Location, SpecError
+from .jinja_sandbox import SpecEnvironment, Trace, safe
 
-MAX_RENDERED_CHARS = 50_000_000
-"""Rendered text larger than this is refused (a runaway loop, or an attack)."""
-
-SAFE_GLOBALS: dict[str, Any] = {
-    **{f.__name__: f for f in (abs, min, max, round, sum, len, sorted, enumerate, zip)},
-    **{f.__name__: f for f in (int, float, str, bool, list, tuple)},
-    **{name: getattr(math, name) for name in ("ceil", "floor", "log", "log2", "log10")},
-    **{name: getattr(math, name) for name in ("sqrt", "exp", "prod", "pi")},
-}
-"""Plain functions templates may call (the corpus uses ``max`` and ``ceil``)."""
-
-_MAX_SEQUENCE_REPEAT = 10_000_000
-_MAX_POWER_BITS = 100_000
 _UNDEFINED_NAME = re.compile(r"^'([A-Za-z_][A-Za-z0-9_]*)' is undefined$")
-_SIMILAR = 0.6
-_JINJA_MARKUP = re.compile(r"(\{\{.*?\}\}|\{%.*?%\}|\{#.*?#\})")
-_MAX_SIMILARITY_WORK = 200_000
-
-
-class AssertExtension(Extension):
-    """``{% assert cond, "message" %}``: a false condition is a SpecError at that line."""
-
-    tags = {"assert"}
-
-    def parse(self, parser: Parser) -> nodes.Node:
-        """Parse ``assert cond[, message]`` into a call of :meth:`_check`."""
-        lineno = next(parser.stream).lineno
-        cond = parser.parse_expression()
-        message: nodes.Expr = nodes.Const(None)
-        if parser.stream.skip_if("comma"):
-            message = parser.parse_expression()
-        where = nodes.Const(parser.filename or parser.name or "<template>")
-        call = self.call_method("_check", [cond, message, where, nodes.Const(lineno)])
-        return nodes.ExprStmt(call, lineno=lineno)
-
-    @staticmethod
-    def _check(cond: Any, message: Any, filename: str, lineno: int) -> str:
-        if not cond:
-            text = "assertion failed" if message is None else f"assertion failed: {message}"
-            raise SpecError(text, Location(filename, lineno))
-        return ""
-
-
-class SpecEnvironment(ImmutableSandboxedEnvironment):
-    """Sandbox with StrictUndefined, no autoescape and guards against huge values."""
-
-    intercepted_binops = frozenset({"*", "**"})
-
-    def __init__(self) -> None:
-        super().__init__(
-            undefined=StrictUndefined,
-            keep_trailing_newline=True,
-            autoescape=False,
-            extensions=[AssertExtension],
-        )
-        for name in ("lipsum", "cycler", "joiner"):
-            self.globals.pop(name, None)
-        self.globals.update(SAFE_GLOBALS)
-
-    def call_binop(self, context: Any, operator_: str, left: Any, right: Any) -> Any:
-        """Refuse ``*`` and ``**`` whose result would be absurdly large."""
-        if operator_ == "**":
-            ints = isinstance(left, int) and isinstance(right, int) and abs(left) > 1
-            if ints and right * math.log2(abs(left)) > _MAX_POWER_BITS:
-                raise SecurityError(f"{left} ** {right} is too large")
-            return operator.pow(left, right)
-        for seq, count in ((left, right), (right, left)):
-            sized = isinstance(seq, str | list | tuple) and isinstance(count, int)
-            if sized and len(seq) * count > _MAX_SEQUENCE_REPEAT:
-                raise SecurityError("repeating a sequence that many times is too large")
-        return operator.mul(left, right)
+_SYSTEM_DIRS = ("/proc", "/sys", "/dev")
+"""Kernel views (the process environment in /proc/self/environ, devices): never read."""
+_LINE_BREAK = re.compile(r"\r\n|[\n\r\x85\u2028\u2029]")
+"""What YAML counts as a line break."""
 
 
 class TemplateHost:
@@ -115,6 +49,7 @@ class TemplateHost:
         # the included file and line (the random part keeps spec text from posing as one)
         self.paste_token = f"\x00fusemap_paste_{secrets.token_hex(6)}_"
         self.pasted: list[list[tuple[str, int]]] = []  # paste number -> origin of each line
+        self.rendered = 0
 
     def load(self, file: str, variables: Mapping[str, Any]) -> Any:
         """Render and parse ``file`` (implemented by the loader)."""
@@ -125,18 +60,25 @@ class TemplateHost:
         raise NotImplementedError
 
     def read(self, file: str) -> str:
-        """The text of ``file``; refuses include cycles."""
+        """The text of ``file``; refuses include cycles, special files and huge files."""
         real = os.path.realpath(file)
         if real in self.stack:
             chain = " -> ".join([*self.stack[self.stack.index(real) :], real])
             raise SpecError(f"include cycle: {chain}")
+        chars = limits.current().render_chars
+        if any(real == d or real.startswith(d + os.sep) for d in _SYSTEM_DIRS):
+            raise SpecError(f"cannot read {file!r}: a spec may not read system files ({real})")
         try:
+            if not os.path.isfile(real):
+                raise SpecError(f"not a regular file: {file!r}")
             with open(file, encoding="utf-8") as f:
-                text = f.read()
+                text = f.read(chars + 1)
         except FileNotFoundError:
             raise SpecError(f"file not found: {file!r}") from None
         except (OSError, UnicodeDecodeError) as e:
             raise SpecError(f"cannot read {file!r}: {e}") from None
+        if len(text) > chars:
+            raise SpecError(limits.exceeded("render_chars", f"file {file!r} is too large"))
         if file not in self.files:
             self.files.append(file)
         return text
@@ -146,10 +88,9 @@ class TemplateHost:
     ) -> tuple[str, list[tuple[str, int]]]:
         """The rendered text of ``file`` and, per rendered line, the (file, line) it came
         from: text pasted by ``include_text`` points into the included file."""
-        source, marked = self.render(file, variables)
-        text, pasted = self._unmark(marked)
-        base = line_map(source, text)
-        origins = [(file, line) for line in base]
+        marked, lines = self.render(file, variables)
+        text, pasted = self._unmark(marked)  # markers hold no line break: same lines
+        origins = [(file, line) for line in lines]
         for j, origin in pasted.items():
             if j < len(origins):
                 origins[j] = origin
@@ -178,17 +119,21 @@ class TemplateHost:
             text += parts[i + 2]
         return text, pasted
 
-    def render(self, file: str, variables: Mapping[str, Any]) -> tuple[str, str]:
-        """Return (source text, rendered text) of ``file`` (pasted text still marked)."""
+    def render(self, file: str, variables: Mapping[str, Any]) -> tuple[str, list[int]]:
+        """The rendered text of ``file`` (pasted text still marked), and the source line
+        of each rendered line."""
+        self.rendered += 1
+        if self.rendered > limits.current().includes:
+            raise SpecError(limits.exceeded("includes", "too many files rendered"))
         source = self.read(file)
         self.stack.append(os.path.realpath(file))
         try:
             context = {**variables, **self.template_globals(file)}
             rendered = render_template(self.env, source, file, context)
             self.referenced |= meta.find_undeclared_variables(self.env.parse(source))
+            return rendered
         finally:
             self.stack.pop()
-        return source, rendered
 
     def dirs(self, base: str) -> list[str]:
         """Where paths named in ``base`` are looked up: its directory, then the search path."""
@@ -211,11 +156,18 @@ class TemplateHost:
         return found
 
     def find_all(self, base: str, pattern: str) -> list[str]:
-        """Every match of the glob ``pattern`` in :meth:`dirs`, without duplicates."""
+        """Every match of the glob ``pattern`` in :meth:`dirs`, without duplicates; the
+        search looks at most at ``find_entries`` directory entries."""
         seen: dict[str, None] = {}
+        budget = [limits.current().find_entries]
         for d in self.dirs(base):
-            for m in sorted(glob.glob(os.path.join(d, str(pattern)), recursive=True)):
+            full = os.path.join(d, str(pattern))
+            for m in sorted(bounded_glob(full, budget, self.env.clock)):
                 seen.setdefault(os.path.normpath(m), None)
+                if len(seen) > limits.current().find_matches:
+                    raise SpecError(
+                        limits.exceeded("find_matches", f"too many paths match {str(pattern)!r}")
+                    )
         return list(seen)
 
     def template_globals(self, file: str) -> dict[str, Any]:
@@ -254,20 +206,81 @@ class TemplateHost:
                 )
             return os.path.abspath(found)
 
+        def find_paths(pattern: str) -> list[str]:
+            return [os.path.abspath(f) for f in self.find_all(file, pattern)]
+
+        def path_exists(path: str) -> bool:
+            return self.find(file, path) is not None
+
+        def cwd() -> str:
+            return os.path.abspath(os.path.dirname(file) or ".")
+
         def setenv(*args: Any, **kwargs: Any) -> str:
             raise SpecError("setenv is not allowed: a spec may not change the environment")
 
-        return {
-            "include": include,
-            "include_all": include_all,
-            "include_text": include_text,
-            "add_to_path": add_to_path,
-            "find_path": find_path,
-            "find_paths": lambda p: [os.path.abspath(f) for f in self.find_all(file, p)],
-            "path_exists": lambda p: self.find(file, p) is not None,
-            "cwd": lambda: os.path.abspath(os.path.dirname(file) or "."),
-            "setenv": setenv,
-        }
+        functions = (include, include_all, include_text, add_to_path, find_path, find_paths)
+        functions += (path_exists, cwd, setenv)
+        return {f.__name__: safe(f) for f in functions}
+
+
+def bounded_glob(pattern: str, budget: list[int], clock: limits.Clock) -> Iterator[str]:
+    """Paths matching ``pattern`` (``glob`` rules, ``**`` included), looking at no more
+    than ``budget[0]`` directory entries (then a SpecError naming ``find_entries``)."""
+    anchor, rest = _split_anchor(pattern)
+    parts = [p for p in rest.split(os.sep) if p not in ("", ".")]
+    yield from _match(anchor, parts, budget, clock)
+
+
+def _split_anchor(pattern: str) -> tuple[str, str]:
+    """The longest leading part of ``pattern`` without wildcards, and the rest."""
+    parts = pattern.split(os.sep)
+    i = 0
+    while i < len(parts) and not glob.has_magic(parts[i]):
+        i += 1
+    anchor = os.sep.join(parts[:i]) or ("" if not pattern.startswith(os.sep) else os.sep)
+    if pattern.startswith(os.sep) and not anchor.startswith(os.sep):
+        anchor = os.sep + anchor
+    return anchor, os.sep.join(parts[i:])
+
+
+def _entries(directory: str, budget: list[int], clock: limits.Clock) -> list[os.DirEntry]:
+    try:
+        with os.scandir(directory or ".") as it:
+            out = []
+            for entry in it:
+                budget[0] -= 1
+                if budget[0] < 0:
+                    raise SpecError(
+                        limits.exceeded("find_entries", "a path search looks at too many files")
+                    )
+                clock.tick()
+                out.append(entry)
+            return out
+    except OSError:
+        return []
+
+
+def _match(base: str, parts: list[str], budget: list[int], clock: limits.Clock) -> Iterator[str]:
+    if not parts:
+        if base and os.path.lexists(base):
+            yield base
+        return
+    head, rest = parts[0], parts[1:]
+    if head == "**":
+        yield from _match(base, rest, budget, clock)
+        for entry in _entries(base, budget, clock):
+            if not entry.name.startswith(".") and entry.is_dir(follow_symlinks=False):
+                yield from _match(os.path.join(base, entry.name), parts, budget, clock)
+        return
+    if not glob.has_magic(head):
+        yield from _match(os.path.join(base, head), rest, budget, clock)
+        return
+    hidden = head.startswith(".")
+    for entry in _entries(base, budget, clock):
+        if (hidden or not entry.name.startswith(".")) and fnmatch.fnmatchcase(entry.name, head):
+            if rest and not entry.is_dir():
+                continue
+            yield from _match(os.path.join(base, entry.name), rest, budget, clock)
 
 
 def expand_paths(paths: Sequence[str | Path] | str | Path) -> list[str]:
@@ -293,20 +306,14 @@ def expand_paths(paths: Sequence[str | Path] | str | Path) -> list[str]:
 
 def render_template(
     env: SpecEnvironment, source: str, filename: str, variables: Mapping[str, Any]
-) -> str:
-    """Render ``source`` (the text of ``filename``); every failure is a SpecError."""
+) -> tuple[str, list[int]]:
+    """Render ``source`` (the text of ``filename``): the text, and for each rendered line
+    (0-based) the 1-based source line it came from. Every failure is a SpecError."""
     try:
-        code = env.compile(source, name=filename, filename=filename)
+        tree = env.instrument(env.parse(source, name=filename, filename=filename))
+        code = env.compile(tree, name=filename, filename=filename)
         template = env.template_class.from_code(env, code, env.make_globals(None), None)
-        chunks, size = [], 0
-        for chunk in template.generate(dict(variables)):
-            size += len(chunk)
-            if size > MAX_RENDERED_CHARS:
-                raise SpecError(
-                    f"rendered text is too large (over {MAX_RENDERED_CHARS} characters)"
-                )
-            chunks.append(chunk)
-        text = "".join(chunks)
+        return _traced_render(env, template, filename, variables)
     except FusemapError as e:
         if e.location.file is None:
             e.located(Location(filename, _template_line(e, filename)))
@@ -327,10 +334,97 @@ def render_template(
     except RecursionError as e:
         where = Location(filename, _template_line(e, filename))
         raise SpecError("template recursion too deep", where) from e
+    except MemoryError as e:
+        where = Location(filename, _template_line(e, filename))
+        raise SpecError("template needs too much memory", where) from e
     except Exception as e:  # any other failure of user template code
         where = Location(filename, _template_line(e, filename))
         raise SpecError(f"template error: {type(e).__name__}: {e}", where) from e
-    return text
+
+
+def _traced_render(
+    env: SpecEnvironment, template: Any, filename: str, variables: Mapping[str, Any]
+) -> tuple[str, list[int]]:
+    """Run the template, noting for every chunk it prints the source line it starts on.
+
+    A literal chunk (template text) knows its line and advances it at every line break;
+    the lines of an expression's output (an ``include_text``, a macro) all map to the
+    line of the expression (found from the generator's frame, only when needed)."""
+    chars = limits.current().render_chars
+    trace = Trace()
+    env.traces.append(trace)
+    chunks: list[str] = []
+    lines: list[int] = []
+    size, at_start, last = 0, True, 1
+    where = _FrameLines(template, filename)
+    gen = template.root_render_func(template.new_context(dict(variables)))
+    try:
+        for chunk in gen:
+            env.tick()
+            literal = trace.text is not None and chunk is trace.text
+            trace.text, known = None, trace.line
+            if not chunk:
+                continue
+            size += len(chunk)
+            if size > chars:
+                raise SpecError(limits.exceeded("render_chars", "rendered text is too large"))
+            chunks.append(chunk)
+            if not (literal or at_start or _LINE_BREAK.search(chunk)):
+                continue  # an expression's output in the middle of a line
+            line = known if literal else where.line(gen, last)
+            for k, part in enumerate(_LINE_BREAK.split(chunk)):
+                if k:
+                    if at_start:
+                        lines.append(line)  # an empty rendered line
+                    at_start = True
+                    line += literal
+                if part and at_start:
+                    lines.append(line)
+                    at_start = False
+            last = line
+    except Exception:
+        env.handle_exception()
+    finally:
+        env.traces.pop()
+    return "".join(chunks), lines
+
+
+class _FrameLines:
+    """The template line a suspended render generator is at, in constant time (a
+    frame's ``f_lineno`` scans the code's line table: quadratic over a large template)."""
+
+    def __init__(self, template: Any, filename: str) -> None:
+        debug = sorted((code, line) for line, code in template.debug_info)
+        self.code_lines = [c for c, _ in debug]
+        self.template_lines = [t for _, t in debug]
+        self.filename = filename
+        self.tables: dict[Any, tuple[list[int], list[int]]] = {}
+
+    def line(self, gen: Any, default: int) -> int:
+        """The template line of the innermost generator that just printed."""
+        while getattr(gen, "gi_yieldfrom", None) is not None:
+            inner = gen.gi_yieldfrom
+            if getattr(inner, "gi_frame", None) is None:
+                break
+            gen = inner
+        frame = getattr(gen, "gi_frame", None)
+        if frame is None or frame.f_code.co_filename != self.filename:
+            return default
+        code_line = self._code_line(frame.f_code, frame.f_lasti)
+        k = bisect_right(self.code_lines, code_line) - 1 if code_line is not None else -1
+        return self.template_lines[k] if k >= 0 else default
+
+    def _code_line(self, code: Any, offset: int) -> int | None:
+        table = self.tables.get(code)
+        if table is None:
+            starts, numbers = [], []
+            for start, _, number in code.co_lines():
+                if number is not None:
+                    starts.append(start)
+                    numbers.append(number)
+            table = self.tables[code] = (starts, numbers)
+        k = bisect_right(table[0], offset) - 1
+        return table[1][k] if k >= 0 else None
 
 
 def _template_line(exc: BaseException, filename: str) -> int | None:
@@ -342,67 +436,3 @@ def _template_line(exc: BaseException, filename: str) -> int | None:
             line = tb.tb_lineno
         tb = tb.tb_next
     return line
-
-
-def line_map(source: str, rendered: str) -> list[int]:
-    """For each rendered line (0-based index), the 1-based source line it came from."""
-    src, out = source.splitlines(), rendered.splitlines()
-    if src == out:
-        return list(range(1, len(out) + 1))
-    result = [1] * len(out)
-    opcodes = SequenceMatcher(None, src, out, autojunk=False).get_opcodes()
-    for tag, i1, i2, j1, j2 in opcodes:
-        if tag == "equal" or (tag == "replace" and i2 - i1 == j2 - j1):
-            for k in range(j2 - j1):
-                result[j1 + k] = i1 + k + 1
-        elif tag == "insert":
-            for j in range(j1, j2):
-                result[j] = max(i1, 1)
-        elif tag == "replace":
-            _map_block(src, out, i1, i2, j1, j2, result)
-    return result
-
-
-def _map_block(
-    src: list[str], out: list[str], i1: int, i2: int, j1: int, j2: int, result: list[int]
-) -> None:
-    """Map each rendered line of a changed block to the source line that produced it.
-
-    In order of preference: a source line whose literal text matches with every
-    ``{{ }}``/``{% %}`` as a wildcard (the first one not before the previous pick); the
-    most similar source line; else the next source line that outputs an expression (a
-    pasted ``include_text``).
-    """
-    patterns = [_line_pattern(src[i]) for i in range(i1, i2)]
-    fuzzy = (i2 - i1) * (j2 - j1) <= _MAX_SIMILARITY_WORK
-    current = i1 + 1
-    for j in range(j1, j2):
-        text = out[j]
-        if not text.strip():
-            result[j] = current
-            continue
-        hits = [i1 + k + 1 for k, p in enumerate(patterns) if p and p.fullmatch(text)]
-        if hits:
-            current = next((h for h in hits if h >= current), hits[0])
-        elif fuzzy and (best := _most_similar(src, i1, i2, text)):
-            current = best
-        else:
-            current = next((i + 1 for i in range(current - 1, i2) if "{{" in src[i]), current)
-        result[j] = current
-
-
-def _line_pattern(line: str) -> re.Pattern[str] | None:
-    """A regex matching what ``line`` can render to; None if it has no literal text."""
-    parts = _JINJA_MARKUP.split(line)
-    if not "".join(parts[::2]).strip():
-        return None
-    return re.compile(".*?".join(re.escape(p) for p in parts[::2]), re.S)
-
-
-def _most_similar(src: list[str], i1: int, i2: int, text: str) -> int | None:
-    best, best_ratio = None, _SIMILAR
-    for i in range(i1, i2):
-        ratio = SequenceMatcher(None, src[i].strip(), text.strip()).ratio()
-        if ratio > best_ratio:
-            best, best_ratio = i + 1, ratio
-    return best

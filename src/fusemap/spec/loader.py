@@ -18,20 +18,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from ruamel.yaml import YAML
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
+from fusemap.spec import limits
 from fusemap.spec.errors import FusemapError, Location, SourceMap, SpecError
 from fusemap.spec.jinja_env import TemplateHost, expand_paths
 from fusemap.spec.values import QuotedStr
+from fusemap.spec.yaml_read import CORE, check_size, compose, implicit_tag, plain_scalar
 
 log = logging.getLogger("fusemap")
 
-MAX_NODES = 2_000_000
 _NAME_TAG = re.compile(r"^![A-Z][A-Za-z0-9_]*$")
 _DEFINE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*=(.*)$", re.S)
-_CORE = "tag:yaml.org,2002:"
 Loc = tuple[str, int]
 
 
@@ -121,7 +120,7 @@ def parse_define(text: str) -> tuple[str, Any]:
         return name, QuotedStr(raw[1:-1])
     if raw == "":
         return name, ""
-    return name, _plain_scalar(raw, _implicit_tag(raw))
+    return name, plain_scalar(raw, implicit_tag(raw))
 
 
 class _Session(TemplateHost):
@@ -131,7 +130,7 @@ class _Session(TemplateHost):
         super().__init__()
         self.variables = variables
         self.registry: dict[str, _Included] = {}
-        self.nodes = 0
+        self.nodes = self.parsed = 0
         # Placeholders carry a random part, so no text of a spec can pose as one.
         self.token = f"__fusemap_include_{secrets.token_hex(8)}_"
         self.placeholder = re.compile(rf"^({re.escape(self.token)}\d+__)((?:\.[^.]+)*)$")
@@ -145,6 +144,7 @@ class _Session(TemplateHost):
             tree = _Converter(self, file, origins).document(rendered, top)
         finally:
             self.stack.pop()
+        self.env.tick()  # YAML parsing counts against the render time too
         return tree
 
     def register(self, docs: list[tuple[str, Any]], keys: str, many: bool) -> str:
@@ -154,10 +154,16 @@ class _Session(TemplateHost):
         self.registry[token] = _Included(docs, parts, many)
         return token
 
+    def composed(self) -> None:
+        """One more YAML node parsed (aliases not expanded yet: see :meth:`count`)."""
+        self.parsed += 1
+        if self.parsed > limits.current().yaml_nodes:
+            raise SpecError(limits.exceeded("yaml_nodes", "document too large"))
+
     def count(self, n: int = 1) -> None:
         self.nodes += n
-        if self.nodes > MAX_NODES:
-            raise SpecError("document too large (alias expansion?)")
+        if self.nodes > limits.current().yaml_nodes:
+            raise SpecError(limits.exceeded("yaml_nodes", "document too large (alias expansion?)"))
 
 
 class _Converter:
@@ -178,7 +184,7 @@ class _Converter:
 
     def document(self, text: str, top: bool) -> Any:
         try:
-            root = YAML(typ="rt").compose(text)
+            root = compose(text, self.session)
         except MarkedYAMLError as e:
             mark = e.problem_mark or e.context_mark
             where = Location(*self.origin(mark.line)) if mark else Location(self.file)
@@ -190,6 +196,8 @@ class _Converter:
             raise SpecError("document nested too deeply", Location(self.file)) from None
         except YAMLError as e:
             raise SpecError(f"YAML syntax error: {e}", Location(self.file)) from None
+        except FusemapError as e:  # a limit reached while parsing
+            raise e.located(Location(self.file)) from None
         if root is None:
             return _Map() if top else None
         if top and isinstance(root, MappingNode):
@@ -200,7 +208,7 @@ class _Converter:
                 if getattr(value_node, "anchor", None) and defined_here:
                     self.session.anchor_holders.add((self.file, str(key_node.value)))
         try:
-            _check_size(root, self.session.nodes)
+            check_size(root, self.session.nodes)
             tree = self.convert(root)
             _merges(tree)
         except RecursionError:
@@ -282,7 +290,7 @@ class _Converter:
         if node.style in ("'", '"'):
             value: Any = QuotedStr(text)
         elif node.style is None:
-            value = _plain_scalar(text, node.tag)
+            value = plain_scalar(text, node.tag)
         else:
             value = str(text).replace("\a", "")  # ruamel marks folds with BEL
         if isinstance(value, str) and self.session.token in value:
@@ -294,7 +302,7 @@ class _Converter:
         if kind == "str":
             return QuotedStr(node.value)
         if kind in ("int", "float", "bool", "null"):
-            value = _plain_scalar(node.value, _CORE + kind)
+            value = plain_scalar(node.value, CORE + kind)
             if kind == "null" or not isinstance(value, str):
                 return value
             msg = f"{node.value!r} is not a valid {tag}"
@@ -360,60 +368,6 @@ def _index(key: str, length: int) -> int | None:
 
 def _show_tag(node: Node) -> str:
     return f"{node.ctag.handle or ''}{node.ctag.suffix}"
-
-
-def _implicit_tag(text: str) -> str:
-    node = YAML(typ="rt").resolver.resolve(ScalarNode, text, (True, False))
-    return str(node)
-
-
-def _plain_scalar(text: str, tag: str | None) -> Any:
-    """Value of a plain (unquoted) scalar the YAML 1.2 resolver tagged ``tag``."""
-    tag = str(tag or "")
-    raw = text.replace("_", "")
-    try:
-        if tag == _CORE + "null":
-            return None
-        if tag == _CORE + "bool":
-            if text.lower() in ("true", "false"):
-                return text.lower() == "true"
-            return text
-        if tag == _CORE + "int":
-            sign = -1 if raw.startswith("-") else 1
-            digits = raw.lstrip("+-")
-            for prefix, base in (("0x", 16), ("0o", 8), ("0b", 2)):
-                if digits.startswith(prefix):
-                    return sign * int(digits[2:], base)
-            return sign * int(digits, 10)
-        if tag == _CORE + "float":
-            low = raw.lower()
-            if low.endswith(".inf"):
-                return float("-inf") if low.startswith("-") else float("inf")
-            if low == ".nan":
-                return float("nan")
-            return float(raw)
-    except ValueError:
-        return str(text)
-    return str(text)
-
-
-def _check_size(root: Node, already: int) -> None:
-    """Refuse a node graph whose alias-expanded size exceeds MAX_NODES (billion laughs)."""
-    sizes: dict[int, int] = {}
-
-    def size(node: Node) -> int:
-        if id(node) in sizes:
-            return sizes[id(node)]
-        sizes[id(node)] = 0  # a recursive alias is reported while converting
-        kids = node.value if isinstance(node, SequenceNode) else []
-        if isinstance(node, MappingNode):
-            kids = [n for pair in node.value for n in pair]
-        sizes[id(node)] = total = 1 + sum(size(k) for k in kids)
-        if total + already > MAX_NODES:
-            raise SpecError("document too large (alias expansion?)")
-        return total
-
-    size(root)
 
 
 def _copy(value: Any, session: _Session) -> Any:

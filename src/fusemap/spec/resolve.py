@@ -8,13 +8,17 @@ from __future__ import annotations
 
 import math
 import re
+from collections import ChainMap
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from .affine import Affine, Constraint, box_bounds, parse_affine, parse_constraints
-from .errors import ExpressionError, FusemapError, Location, SpecError
+from .errors import FusemapError, Location, SpecError
 from .expressions import Scope, evaluate, evaluate_fields
+from .graph import check_data_flow
+from .numbers import number
 from .sets import TensorFacts, TensorSet, evaluate_set_expression, evaluate_set_keyed_dict
 from .spec import Spec
 from .workload import Einsum
@@ -103,10 +107,11 @@ class WorkloadInfo:
 
     def einsum(self, name: str) -> EinsumInfo:
         """The Einsum called ``name``."""
-        for e in self.einsums:
-            if e.name == name:
-                return e
-        raise KeyError(name)
+        return self._by_name[name]
+
+    @cached_property
+    def _by_name(self) -> dict[str, EinsumInfo]:
+        return {e.name: e for e in self.einsums}
 
     @property
     def intermediates(self) -> frozenset[str]:
@@ -148,24 +153,27 @@ def resolve_workload(spec: Spec) -> WorkloadInfo:
         wl.rank_sizes, base, locate=lambda r: spec.locate("workload", "rank_sizes", r)
     )
     sizes = {
-        r: _number(v, r, spec.locate("workload", "rank_sizes", r)) for r, v in raw_sizes.items()
+        r: _number(v, r, spec.locate("workload", "rank_sizes", r), **_RANK_SIZE)
+        for r, v in raw_sizes.items()
     }
     # Bounds of rank variables per Einsum.
     bounds: dict[str, dict[str, int]] = {}
     projections: dict[str, dict[str, dict[str, Affine]]] = {}
     iterated = wl.iterated_tensors()  # their iterative ranks hold size + 1 values
+    global_consts = _constants({**variables, **sizes})
     for i, e in enumerate(wl.einsums):
         where = spec.locate_einsum(i)
-        local = dict(sizes)
+        local: ChainMap[str, Any] = ChainMap({}, sizes)
         own = evaluate_fields(
             e.rank_sizes,
             base.child(sizes),
             locate=lambda r, i=i: spec.locate_einsum(i, "rank_sizes", r),
         )
         for r, v in own.items():
-            local[r] = _number(v, r, spec.locate_einsum(i, "rank_sizes", r))
+            local[r] = _number(v, r, spec.locate_einsum(i, "rank_sizes", r), **_RANK_SIZE)
+        consts = ChainMap(_constants({r: local[r] for r in own}), global_consts)
         projections[e.name] = {
-            t.name: {r: _affine(x, {**variables, **local}, where) for r, x in t.ranks().items()}
+            t.name: {r: _affine(x, consts, where) for r, x in t.ranks().items()}
             for t in e.tensor_accesses
         }
         bounds[e.name] = _einsum_bounds(
@@ -182,6 +190,7 @@ def resolve_workload(spec: Spec) -> WorkloadInfo:
         einsums.append(
             _einsum_info(spec, i, e, bounds[e.name], projections[e.name], tensors, facts, base)
         )
+    check_data_flow(einsums, iterated, spec.locate_einsum)
     bits = _bits_per_value(spec, einsums, base)
     for facts in all_facts:  # the sets of each Einsum now know the widths
         for t, f in facts.items():
@@ -191,28 +200,25 @@ def resolve_workload(spec: Spec) -> WorkloadInfo:
         for t, info in tensors.items()
     }
     where = spec.locate("workload", "n_instances")
-    n_inst = _number(evaluate(wl.n_instances, base, location=where), "n_instances", where)
+    n_inst = _number(
+        evaluate(wl.n_instances, base, location=where), "n_instances", where, **_POSITIVE
+    )
     return WorkloadInfo(tuple(einsums), final, n_inst, variables, sizes)
 
 
-def _number(value: Any, what: str, where: Location | None = None) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        shown = repr(value) if isinstance(value, str) else type(value).__name__
-        if where is not None and where.key:
-            raise ExpressionError(f"expected a number, got {shown}", where)
-        raise ExpressionError(f"{what}: expected a number, got {shown}", where)
-    if isinstance(value, int):
-        if value.bit_length() > _MAX_BITS:
-            where = where if where is not None and where.key else Location(key=what)
-            raise ExpressionError("number too large (over 2**1023)", where)
-        return value
-    return int(value) if float(value).is_integer() else value
+def _number(value: Any, what: str, where: Location | None = None, **domain: Any) -> float:
+    """``value`` checked by :func:`.numbers.number` (``domain``), located at ``where``
+    with ``what`` as the key when ``where`` has none."""
+    if where is None or not where.key:
+        where = Location(where.file if where else None, where.line if where else None, what)
+    return number(value, where, **domain)
+
+
+_RANK_SIZE = {"low": 1, "infinite": True, "whole": True}
+_POSITIVE = {"low": 0, "above": True}
 
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-
-_MAX_BITS = 1023
-"""Integers must fit a float: the model computes with floats."""
 
 
 def _key(where: Location, key: str) -> Location:
@@ -224,9 +230,13 @@ def _with_key(where: Location, key: str) -> Location:
     return Location(where.file, where.line, key)
 
 
-def _affine(text: Any, variables: Mapping[str, Any], where: Location) -> Affine:
+def _constants(values: Mapping[str, Any]) -> dict[str, Any]:
+    """The numbers among ``values`` (index expressions may use them as constants)."""
+    return {k: v for k, v in values.items() if isinstance(v, (int, float))}
+
+
+def _affine(text: Any, consts: Mapping[str, Any], where: Location) -> Affine:
     """An index expression; uppercase names are constants (variables and rank sizes)."""
-    consts = {k: v for k, v in variables.items() if isinstance(v, (int, float))}
     for name in _IDENT.findall(str(text)):
         if not name[:1].islower() and name not in consts:
             raise SpecError(
@@ -340,9 +350,11 @@ def _einsum_info(
         ),
     }
     rv_space = frozenset(bounds)
-    for t in tensors:  # every tensor of the workload; empty if this Einsum does not use it
-        if t in names or t not in sets:
-            sets[t] = subset([t])
+    for t in names:
+        sets[t] = subset([t])
+    # Every other tensor of the workload names an empty set here, made when first used
+    # (making them all for every Einsum would cost Einsums x tensors).
+    sets = _TensorSets(sets, tensors, lambda t: subset(()))
     for v in bounds:
         sets[v] = TensorSet(frozenset([v]), rv_space, "rank_variable", facts)
     persistent = frozenset(a.name for a in e.tensor_accesses if a.persistent)
@@ -362,7 +374,10 @@ def _einsum_info(
     renamed = _renames(spec, index, e, scope, space)
     sets.update(renamed)
     n_inst = _number(
-        evaluate(e.n_instances, scope, location=where), "n_instances", _key(where, "n_instances")
+        evaluate(e.n_instances, scope, location=where),
+        "n_instances",
+        _key(where, "n_instances"),
+        **_POSITIVE,
     )
     return EinsumInfo(
         e.name,
@@ -380,6 +395,23 @@ def _einsum_info(
         e.map_operator,
         e.reduce_operator,
     )
+
+
+class _TensorSets(dict):
+    """An Einsum's named sets; the workload's other tensors are empty sets, made lazily."""
+
+    def __init__(self, sets: dict[str, Any], tensors: Mapping[str, Any], empty: Any) -> None:
+        super().__init__(sets)
+        self._tensors, self._empty = tensors, empty
+
+    def __contains__(self, key: object) -> bool:
+        return super().__contains__(key) or key in self._tensors
+
+    def __missing__(self, key: str) -> Any:
+        if key not in self._tensors:
+            raise KeyError(key)
+        self[key] = value = self._empty(key)
+        return value
 
 
 def _renames(
@@ -442,6 +474,7 @@ def _bits_per_value(spec: Spec, einsums: list[EinsumInfo], base: Scope) -> dict[
                 value,
                 f"bits_per_value of {a.name}",
                 _with_key(spec.locate("workload", "bits_per_value"), f"{a.name}.bits_per_value"),
+                **_POSITIVE,
             )
             if a.name in bits and bits[a.name] != value:
                 raise SpecError(

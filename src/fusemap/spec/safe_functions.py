@@ -1,15 +1,20 @@
-"""Limits and the whitelisted functions that expressions may call (all size-bounded).
+"""Limits and the whitelisted functions that expressions may call (all bounded).
 
 Split from the evaluator so each stays readable; the evaluator imports everything here.
+Every function bounds the size of what it builds, and every function that walks an
+iterable checks the expression's deadline as it goes: one slow call cannot run past the
+time limit that the evaluator checks between its own steps.
 """
 
 from __future__ import annotations
 
 import math
 import operator
-from collections.abc import Callable, Iterable
+import time
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+from fusemap.spec import limits
 from fusemap.spec.errors import ExpressionError
 
 MAX_TEXT = 10_000
@@ -19,9 +24,27 @@ MAX_POW_BITS = 10_000
 MAX_EXPONENT = 10_000
 MAX_INT_BITS = 100_000
 MAX_RANGE = 10_000_000
-MAX_SEQUENCE = 1_000_000
 MAX_ITERATIONS = 10_000_000
-MAX_SECONDS = 10.0
+_TICK = 255  # check the clock every 256 items
+
+
+class Guard:
+    """The deadline of the expression being evaluated (one at a time: nested
+    evaluations, e.g. of another component's field, share the outermost one)."""
+
+    depth = 0
+    deadline = math.inf
+    limit = "expression_seconds"
+    text = ""
+
+    @classmethod
+    def check(cls) -> None:
+        """Refuse when the expression has run past its deadline."""
+        if time.monotonic() > cls.deadline:
+            what = f"expression takes too long: '{cls.text}'"
+            if cls.limit == "evaluation_seconds":
+                what = f"the spec's expressions take too long in total (at '{cls.text}')"
+            raise ExpressionError(limits.exceeded(cls.limit, what))
 
 
 def _too_large(what: str) -> ExpressionError:
@@ -34,6 +57,14 @@ def _int(x: Any) -> bool:
 
 def _seq(x: Any) -> bool:
     return isinstance(x, str | list | tuple)
+
+
+def _ticking(iterable: Iterable[Any]) -> Iterator[Any]:
+    """``iterable``, checking the deadline every few items."""
+    for n, x in enumerate(iterable):
+        if not n & _TICK:
+            Guard.check()
+        yield x
 
 
 def _safe_pow(a: Any, b: Any, mod: Any = None) -> Any:
@@ -65,10 +96,15 @@ def _bounded(fn: Callable[..., Any], what: str, too_big: Callable[..., bool]) ->
     return bounded
 
 
-def _size(x: Any, budget: int = MAX_SEQUENCE) -> int:
-    """Rough element count of ``x`` (a string counts its length); stops past ``budget``."""
+def _size(x: Any, budget: int | None = None) -> int:
+    """Rough memory of ``x`` in elements (a string counts its length, an integer its
+    64-bit words); stops counting past ``budget``."""
+    if budget is None:
+        budget = limits.current().value_size
     if isinstance(x, str):
         return max(len(x), 1)
+    if isinstance(x, int):
+        return 1 + x.bit_length() // 64
     if not isinstance(x, list | tuple | dict):
         return 1
     size = 1
@@ -79,15 +115,20 @@ def _size(x: Any, budget: int = MAX_SEQUENCE) -> int:
     return size
 
 
+def max_size() -> int:
+    """The ``value_size`` limit in force."""
+    return limits.current().value_size
+
+
 def _content(seq: Any) -> int:
-    return len(seq) if isinstance(seq, str) else _size(seq, MAX_SEQUENCE + 1) - 1
+    return len(seq) if isinstance(seq, str) else _size(seq, max_size() + 1) - 1
 
 
 def _mul_too_big(a: Any, b: Any) -> bool:
     if _int(a) and _int(b):
         return a.bit_length() + b.bit_length() > MAX_INT_BITS
     n, seq = (b, a) if _int(b) else (a, b)
-    return _int(n) and _seq(seq) and n > 0 and _content(seq) * n > MAX_SEQUENCE
+    return _int(n) and _seq(seq) and n > 0 and _content(seq) * n > max_size()
 
 
 def _range_len(*args: Any) -> int:
@@ -98,11 +139,13 @@ def _range_len(*args: Any) -> int:
 
 
 def _collect(iterable: Iterable[Any] = ()) -> list[Any]:
-    """``list(iterable)``, refusing results holding more than MAX_SEQUENCE elements."""
-    out, size = [], 0
-    for x in iterable:
-        size += _size(x, MAX_SEQUENCE + 1 - size)
-        if size > MAX_SEQUENCE:
+    """``list(iterable)``, refusing results larger than the ``value_size`` limit."""
+    out, size, limit = [], 0, max_size()
+    for n, x in enumerate(iterable):
+        if not n & _TICK:
+            Guard.check()
+        size += _size(x, limit + 1 - size)
+        if size > limit:
             raise _too_large("list")
         out.append(x)
     return out
@@ -120,7 +163,7 @@ _safe_mul = _bounded(operator.mul, "result", _mul_too_big)
 _safe_add = _bounded(
     operator.add,
     "sequence",
-    lambda a, b: _seq(a) and _seq(b) and _content(a) + _content(b) > MAX_SEQUENCE,
+    lambda a, b: _seq(a) and _seq(b) and _content(a) + _content(b) > max_size(),
 )
 _safe_lshift = _bounded(
     operator.lshift,
@@ -130,7 +173,7 @@ _safe_lshift = _bounded(
 _factorial = _bounded(math.factorial, "factorial argument", lambda n: _int(n) and n > 1000)
 _range = _bounded(range, "range", lambda *args: _range_len(*args) > MAX_RANGE)
 _round = _bounded(round, "ndigits", lambda x, ndigits=None: _int(ndigits) and abs(ndigits) > 1000)
-_str = _bounded(str, "string", lambda x="": _size(x) > MAX_SEQUENCE)
+_str = _bounded(str, "string", lambda x="": _size(x) > max_size())
 _int_fn = _bounded(int, "integer text", lambda x=0, *a, **k: isinstance(x, str) and len(x) > 5000)
 
 
@@ -143,11 +186,13 @@ def _safe_mod(a: Any, b: Any) -> Any:
 def _sum(iterable: Iterable[Any], start: Any = 0) -> Any:
     if _seq(start):
         raise ExpressionError("sum() adds numbers only")
-    return sum(iterable, start)
+    return sum(_ticking(iterable), start)
 
 
 def _prod(iterable: Iterable[Any], *, start: Any = 1) -> Any:
-    for x in iterable:
+    for n, x in enumerate(iterable):
+        if not n & _TICK:
+            Guard.check()
         start = _safe_mul(start, x)
     return start
 
@@ -161,14 +206,36 @@ def _lcm(*args: int) -> int:
     return result
 
 
+def _extreme(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``min``/``max``: one iterable argument is walked with deadline checks."""
+
+    def extreme(*args: Any, **kwargs: Any) -> Any:
+        if len(args) == 1:
+            return fn(_ticking(args[0]), **kwargs)
+        return fn(*args, **kwargs)
+
+    return extreme
+
+
+def _walking(fn: Callable[..., Any], n_iterables: int | None = None) -> Callable[..., Any]:
+    """``fn`` whose first ``n_iterables`` (default: all) positional arguments are
+    iterables, walked with deadline checks."""
+
+    def walking(*args: Any, **kwargs: Any) -> Any:
+        n = len(args) if n_iterables is None else n_iterables
+        return fn(*(_ticking(a) for a in args[:n]), *args[n:], **kwargs)
+
+    return walking
+
+
 _MATH = "ceil floor log log2 log10 sqrt exp isinf isnan isclose gcd trunc"
 FUNCTIONS: dict[str, Callable[..., Any]] = {
     **{name: getattr(math, name) for name in _MATH.split()},
     "prod": _prod, "factorial": _factorial, "lcm": _lcm, "abs": abs, "round": _round,
-    "sum": _sum, "range": _range, "len": len, "min": min, "max": max, "float": float,
-    "int": _int_fn, "str": _str, "bool": bool, "list": _collect, "tuple": _tuple,
-    "enumerate": enumerate, "zip": zip, "sorted": _sorted, "any": any, "all": all,
-    "pow": _safe_pow,
+    "sum": _sum, "range": _range, "len": len, "min": _extreme(min), "max": _extreme(max),
+    "float": float, "int": _int_fn, "str": _str, "bool": bool, "list": _collect,
+    "tuple": _tuple, "enumerate": _walking(enumerate, 1), "zip": _walking(zip),
+    "sorted": _sorted, "any": _walking(any), "all": _walking(all), "pow": _safe_pow,
 }  # fmt: skip
 """Functions every expression may call (the only callable values)."""
 

@@ -69,8 +69,8 @@ class Spec(SpecModel):
     _data: Any = PrivateAttr(default=None)
     _checked_with: Any = PrivateAttr(default=None)  # workload the mapping was checked against
     _files: list[str] = PrivateAttr(default_factory=list)
-    _einsum_paths: list[tuple[str | int, ...]] | None = PrivateAttr(default=None)
     _read: list[str] = PrivateAttr(default_factory=list)  # every file read, includes too
+    _einsum_paths: list[tuple[str | int, ...]] | None = PrivateAttr(default=None)
     _variables: dict[str, Any] = PrivateAttr(default_factory=dict)  # the Jinja variables
 
     @property
@@ -81,6 +81,11 @@ class Spec(SpecModel):
             "read": list(self._read),
             "variables": dict(self._variables),
         }
+
+    @property
+    def input_files(self) -> list[str]:
+        """Every file the spec was read from (included files too)."""
+        return list(dict.fromkeys([*self._files, *self._read]))
 
     @property
     def sources(self) -> SourceMap:
@@ -163,9 +168,11 @@ def load_spec(
 
     A variable that no file reads is an error (a misspelled sweep variable would
     silently give the default's result) unless ``allow_unused``."""
+    from . import limits
     from .jinja_env import expand_paths
     from .loader import load_files
 
+    limits.reset_budget()  # a new spec: a new budget for its expressions
     flat: list[str | Path] = []
     for p in paths:
         flat.extend(p if isinstance(p, (list, tuple)) else [p])  # type: ignore[arg-type]
