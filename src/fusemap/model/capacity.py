@@ -51,10 +51,12 @@ def reservations(chain: Chain) -> list[ReservationInfo]:
     out: list[ReservationInfo] = []
     for tensor in chain.einsum.tensors:
         view = linearize(chain, tensor)
-        holders = [(i, s) for i, s in chain.holders(tensor) if not s.toll]
+        every = chain.holders(tensor)
+        holders = [(i, s) for i, s in every if not s.toll]
+        entry = bool(every) and every[0][1].toll  # a toll backs it (tensor from outside)
         for k, (i, s) in enumerate(holders):
             r = i + 1
-            if k > 0:
+            if k > 0 or entry:
                 r = _lowered(chain, steps, i, s)
             sizes = {v: d[0][0] for v, d in counter.dists[r].items()}
             below = view[next(j for j, x in enumerate(view) if x is s) + 1 :]
@@ -69,7 +71,7 @@ def reservations(chain: Chain) -> list[ReservationInfo]:
             bits = values * comp.value_bits(tensor, chain.workload_bits[tensor])
             depth = sum(isinstance(x, LoopStep) for x in steps[:r])
             key = (s.node_id, tensor, chain.node_ids[r - 1])
-            persistent = s.persistent or tensor in chain.einsum.persistent and k == 0
+            persistent = s.persistent or tensor in chain.einsum.persistent and k == 0 and not entry
             out.append(
                 ReservationInfo(
                     tensor, s.component, bits, chain.einsum.name, depth, key, persistent

@@ -114,6 +114,8 @@ def _component_totals(
             tot = ComponentTotals(comp.name, comp.kind)
             tot.area = total_area(flat, level)
             tot.leak_power = total_leak_power(flat, level)
+            tot.models = dict(comp.models)
+            tot.models.update({a: c.model for a, c in comp.actions.items() if c.model})
             if comp.kind == "memory":
                 tot.size = comp.size
                 tot.usage_bits = usage.get(comp.name, 0.0)

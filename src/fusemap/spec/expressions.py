@@ -53,6 +53,13 @@ class ExprObject:
         """Value of ``self[key]`` inside an expression."""
         raise ExpressionError(f"'{type(self).__name__}' object is not subscriptable")
 
+    def expr_call(self, name: str, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        """Value of ``self.name(*args, **kwargs)`` inside an expression (a method call)."""
+        raise ExpressionError(
+            f"calling anything but a whitelisted function or a spec object's method not "
+            f"allowed ('{name}' is not a method of a {type(self).__name__.lstrip('_')})"
+        )
+
 
 class Scope:
     """Layered name lookup; the last layer wins, whitelisted names sit below all layers."""
@@ -141,7 +148,7 @@ def _check(tree: ast.Expression, text: str) -> None:
         bad = None
         if isinstance(node, ast.Constant) and not isinstance(node.value, int | float | str | None):
             bad = f"literal {node.value!r}"
-        elif isinstance(node, ast.Call) and not isinstance(node.func, ast.Name):
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Lambda):
             bad = "calling anything but a whitelisted function"
         elif isinstance(node, ast.Dict) and None in node.keys:
             bad = "**dict unpacking"
@@ -312,15 +319,34 @@ class _Interpreter:
         return True
 
     def _Call(self, node: ast.Call, env: dict[str, Any]) -> Any:
-        name = node.func.id  # type: ignore[attr-defined]
-        if name not in env and name not in self.scope:
-            raise ExpressionError(f"unknown function '{name}'{_suggest(name, FUNCTIONS)}")
-        fn = self._Name(node.func, env)  # type: ignore[arg-type]
+        """Whitelisted functions (by name or as a value, e.g. ``(f if c else g)(x)``) and
+        the methods spec objects offer (``Macro.get_fanout()``); nothing else is called."""
+        func = node.func
+        if isinstance(func, ast.Attribute):
+            owner = self.visit(func.value, env)
+            args, kwargs = self._arguments(node, env)
+            if not isinstance(owner, ExprObject):
+                kind = type(owner).__name__
+                raise ExpressionError(f"a {kind} has no attribute '{func.attr}' in '{self.text}'")
+            return owner.expr_call(func.attr, args, kwargs)
+        if isinstance(func, ast.Name):
+            name = func.id
+            if name not in env and name not in self.scope:
+                raise ExpressionError(f"unknown function '{name}'{_suggest(name, FUNCTIONS)}")
+            fn = self._Name(func, env)
+        else:
+            name = ast.unparse(func)
+            fn = self.visit(func, env)
         if _CALLABLE.get(id(fn)) is not fn:
-            raise ExpressionError(f"'{name}' is not a function that can be called")
-        args = [self.visit(a, env) for a in node.args]
-        kwargs = {k.arg: self.visit(k.value, env) for k in node.keywords}
+            raise ExpressionError(
+                f"'{name}' is not a function that can be called (only whitelisted functions are)"
+            )
+        args, kwargs = self._arguments(node, env)
         return fn(*args, **kwargs)
+
+    def _arguments(self, node: ast.Call, env: dict[str, Any]) -> tuple[list, dict]:
+        args = [self.visit(a, env) for a in node.args]
+        return args, {k.arg: self.visit(k.value, env) for k in node.keywords}  # type: ignore[misc]
 
     def _Attribute(self, node: ast.Attribute, env: dict[str, Any]) -> Any:
         value = self.visit(node.value, env)
@@ -427,8 +453,13 @@ def evaluate_fields(
     scope: Scope,
     *,
     locate: Callable[[str], Location] | None = None,
+    self_is_outer: bool = False,
 ) -> dict[str, Any]:
-    """Evaluate sibling fields in dependency order; siblings shadow ``scope``."""
+    """Evaluate sibling fields in dependency order; siblings shadow ``scope``.
+
+    With ``self_is_outer``, a field that names itself (``voltage: voltage``, as component
+    model attributes pass variables on) reads ``scope``'s value instead of being a cycle.
+    """
 
     def where(field: str) -> Location:
         return locate(field) if locate is not None else Location(key=field)
@@ -440,7 +471,7 @@ def evaluate_fields(
                 names = parse_expression(value).names
             except ExpressionError as exc:
                 raise exc.located(where(field)) from None
-            deps[field] = [f for f in raw if f in names]
+            deps[field] = [f for f in raw if f in names and not (self_is_outer and f == field)]
 
     order: list[str] = []
     state: dict[str, int] = {}  # 1: on the current path, 2: done
@@ -468,3 +499,53 @@ def evaluate_fields(
     for field in order:
         values[field] = evaluate(raw[field], inner, location=where(field))
     return {field: values[field] for field in raw}
+
+
+class LazyFields(Mapping):
+    """Sibling fields evaluated on first lookup, as a scope layer.
+
+    Unlike :func:`evaluate_fields`, a field may depend on a sibling it does not name,
+    through a function that reads the layer back (``get_array_fanout_total(spec)`` reads
+    fanouts written with ``arch.variables``); cycles are still errors.
+    """
+
+    def __init__(
+        self,
+        raw: Mapping[str, Any],
+        scope: Scope,
+        *,
+        locate: Callable[[str], Location] | None = None,
+    ):
+        self._raw, self._locate = raw, locate
+        self._scope = scope.child(self)
+        self._values: dict[str, Any] = {}
+        self._busy: list[str] = []
+
+    def __getitem__(self, key: str) -> Any:
+        if key in self._values:
+            return self._values[key]
+        if key not in self._raw:
+            raise KeyError(key)
+        where = self._locate(key) if self._locate is not None else Location(key=key)
+        if key in self._busy:
+            cycle = " -> ".join([*self._busy[self._busy.index(key) :], key])
+            raise ExpressionError(f"cycle between fields: {cycle}", where)
+        self._busy.append(key)
+        try:
+            self._values[key] = evaluate(self._raw[key], self._scope, location=where)
+        finally:
+            self._busy.pop()
+        return self._values[key]
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._raw
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._raw)
+
+    def __len__(self) -> int:
+        return len(self._raw)
+
+    def evaluate_all(self) -> dict[str, Any]:
+        """Every field's value (in written order)."""
+        return {key: self[key] for key in self._raw}

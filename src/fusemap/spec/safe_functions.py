@@ -10,6 +10,7 @@ import operator
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from fusemap.spec.cim_functions import CIM_FUNCTIONS
 from fusemap.spec.errors import ExpressionError
 
 MAX_TEXT = 10_000
@@ -168,9 +169,10 @@ FUNCTIONS: dict[str, Callable[..., Any]] = {
     "sum": _sum, "range": _range, "len": len, "min": min, "max": max, "float": float,
     "int": _int_fn, "str": _str, "bool": bool, "list": _collect, "tuple": _tuple,
     "enumerate": enumerate, "zip": zip, "sorted": _sorted, "any": any, "all": all,
-    "pow": _safe_pow,
+    "pow": _safe_pow, **CIM_FUNCTIONS,
 }  # fmt: skip
-"""Functions every expression may call (the only callable values)."""
+"""Functions every expression may call (the only callable values); the CiM ones are
+documented in :mod:`fusemap.spec.cim_functions`."""
 
 CONSTANTS: dict[str, Any] = {
     "inf": math.inf, "pi": math.pi, "e": math.e, "nan": math.nan, "true": True, "false": False,
