@@ -77,15 +77,20 @@ def _spatial(info, flat):
                 if any(info.bounds[v] % n for v, n in zip(ok_vars, trips, strict=True)):
                     continue
                 used = math.prod(trips)
-                if need <= used <= d.fanout:
+                if used <= d.fanout:
                     options.append(
-                        [
-                            (comp.name, d.name, lv, v, n)
-                            for v, n in zip(ok_vars, trips, strict=True)
-                            if n > 1
-                        ]
+                        (
+                            used,
+                            [
+                                (comp.name, d.name, lv, v, n)
+                                for v, n in zip(ok_vars, trips, strict=True)
+                                if n > 1
+                            ],
+                        )
                     )
-            dims.append(options)
+            # min_usage that nothing reaches: the highest-usage choices (format §1.4)
+            floor = min(need, max((u for u, _ in options), default=need))
+            dims.append([opt for u, opt in options if u >= floor])
     for combo in itertools.product(*dims):
         loops = [x for opt in combo for x in opt]
         per_var = {}

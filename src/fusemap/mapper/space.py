@@ -224,12 +224,12 @@ def _dim_assignments(
             continue
         allowed.append(v)
     need = math.ceil(dim.min_usage * dim.fanout - 1e-9) if dim.min_usage > 0 else 1
-    options: list[tuple[tuple[str, int], ...]] = []
+    options: list[tuple[int, tuple[tuple[str, int], ...]]] = []
 
     def rec(i: int, used: int, acc: tuple) -> None:
         if i == len(allowed):
-            if used >= need and _bounds_ok(info, dim, acc, comp_name):
-                options.append(acc)
+            if _bounds_ok(info, dim, acc, comp_name):
+                options.append((used, acc))
             return
         v = allowed[i]
         rec(i + 1, used, acc)
@@ -238,7 +238,9 @@ def _dim_assignments(
                 rec(i + 1, used * trips, acc + ((v, trips),))
 
     rec(0, 1, ())
-    return options
+    # A min_usage no choice reaches keeps the highest-usage choices instead (format §1.4).
+    floor = min(need, max((used for used, _ in options), default=need))
+    return [acc for used, acc in options if used >= floor]
 
 
 def _bounds_ok(info: EinsumInfo, dim: SpatialInfo, acc: tuple, comp_name: str) -> bool:
