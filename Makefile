@@ -50,9 +50,12 @@ $(STAMP312): pyproject.toml
 
 components: $(STAMP312)
 
-# The tests that price components with the library (they skip where it is missing).
+# The tests that price components with the library (they skip where it is missing, so
+# first check that it is there and its simulators run).
 test-components: $(STAMP312)
-	$(VENV312)/bin/python -m pytest tests/test_component_models.py tests/test_components_corpus.py
+	$(VENV312)/bin/python -m fusemap.component_binaries --check
+	$(VENV312)/bin/python -m pytest -p no:logging tests/test_component_models.py \
+		tests/test_components_corpus.py tests/test_cim_functions.py tests/test_model_tolls.py
 
 clean:
 	rm -rf $(VENV) $(VENV312) build *.egg-info src/*.egg-info

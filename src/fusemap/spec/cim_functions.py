@@ -124,7 +124,7 @@ def encoded_hist_to_avg_slice(
 
     The word has ``n_bits`` bits, split evenly among the parts (the first parts take the
     spare bits) with part 0 most significant; each part is its magnitude rounded to its
-    width. Slices of ``bits_per_slice`` bits are cut from the least significant end (the
+    width (to the nearest level, ties up). Slices of ``bits_per_slice`` bits are cut from the least significant end (the
     last one may be narrower); a slice's value is divided by its largest value. Returns
     the mean over slices, or the mean of each slice, most significant first (as the
     model library orders bit distributions).
@@ -143,7 +143,7 @@ def encoded_hist_to_avg_slice(
     for p, parts in encoded.bins:
         word = 0
         for w, x in zip(widths, parts, strict=True):
-            word = (word << w) | round(x * (2**w - 1))
+            word = (word << w) | math.floor(x * (2**w - 1) + 0.5 + 1e-9)  # nearest, ties up
         for s, (lo, w) in enumerate(slices):
             means[s] += p * ((word >> lo) & (2**w - 1)) / (2**w - 1)
     return means[::-1] if return_per_slice else sum(means) / len(means)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import re
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -94,7 +95,9 @@ def _model(component_class: str, attributes: Mapping[str, Any], actions: list[st
         hwc = library()
         queries["models"] += 1
         try:
-            _MODELS[key] = hwc.get_model(component_class, dict(attributes), list(actions))
+            with warnings.catch_warnings():  # the library's own deprecation notices
+                warnings.simplefilter("ignore", DeprecationWarning)
+                _MODELS[key] = hwc.get_model(component_class, dict(attributes), list(actions))
         except Exception as err:  # the library reports its failures with any exception
             _MODELS[key] = ComponentModelError(_summary(err, component_class))
     found = _MODELS[key]
@@ -125,7 +128,9 @@ def price_action(
         model = _model(component_class, attributes, actions)
         queries["actions"] += 1
         try:
-            cost = model.try_call_arbitrary_action(action, **dict(arguments))
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", DeprecationWarning)
+                cost = model.try_call_arbitrary_action(action, **dict(arguments))
         except Exception as err:
             raise ComponentModelError(_summary(err, f"{component_class}.{action}")) from None
         energy = _number(cost.energy, f"{action} energy")
