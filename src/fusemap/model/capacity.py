@@ -6,11 +6,12 @@ loops that follow while they are relevant to the tensor (it stops above an irrel
 loop, below a partially relevant one, and at the next storage node, the compute leaf or
 a spatial loop of another component).
 
-Lifetimes follow the tree: a reservation above a split is live for the branches, in
-order, from the first to the last that use it, and for every branch that shares with a
-user a loop below the reservation (the loop repeats the user's work around that branch,
-so the tile stays). Usage of a
-memory is the largest sum of live reservations over the branches.
+A persistent reservation holds the tiles of every instance (workload x Einsum
+``n_instances``) at once. Lifetimes follow the tree: a reservation above a split is live
+for the branches, in order, from the first to the last that use it, and for every branch
+that shares with a user a loop below the reservation (the loop repeats the user's work
+around that branch, so the tile stays). Usage of a memory is the largest sum of live
+reservations over the branches.
 """
 
 from __future__ import annotations
@@ -72,6 +73,8 @@ def reservations(chain: Chain) -> list[ReservationInfo]:
             depth = sum(isinstance(x, LoopStep) for x in steps[:r])
             key = (s.node_id, tensor, chain.node_ids[r - 1])
             persistent = s.persistent or tensor in chain.einsum.persistent and k == 0 and not entry
+            if persistent:  # every instance's tile lives for the whole workload
+                bits *= chain.instances
             out.append(
                 ReservationInfo(
                     tensor, s.component, bits, chain.einsum.name, depth, key, persistent

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..spec.arch_eval import ArchEvaluator
 from ..spec.errors import InvalidMappingError
 from ..spec.mapping import Mapping, Pipeline
-from ..spec.mapping_check import check_mapping, node_locations
+from ..spec.mapping_check import check_mapping, check_unmodelled, node_locations
 from ..spec.resolve import WorkloadInfo, resolve_workload
 from ..spec.spec import Spec
 from .capacity import check_capacity, memory_usage
@@ -41,6 +41,7 @@ def evaluate_mapping(
         check_mapping(spec, workload, einsums)  # names checked with file and line
         spec._checked_with = workload
     where = node_locations(spec) if mapping is spec.mapping else {}
+    check_unmodelled(mapping, workload, where)
     by_einsum = branch_chains(mapping)
     known = {e.name for e in workload.einsums}
     unknown = [e for e in by_einsum if e not in known]
