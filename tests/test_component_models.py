@@ -308,3 +308,29 @@ def test_the_mapper_prices_through_the_same_path_once(tmp_path, fake, monkeypatc
     assert again.energy == pytest.approx(outcome.best.result.energy, rel=1e-12)
     mac = again.einsum("Y").components["MAC"].actions["compute"]
     assert mac.model == "FakeMAC" and mac.energy == 4 * 0.125
+
+
+@REAL
+def test_the_readme_cim_example():
+    cim = Path(__file__).resolve().parents[1] / "examples" / "cim"
+    arch = cim / "analog_macro.yaml"
+    spec = fusemap.load(arch, arch, cim / "analog_macro.mapping.yaml")
+    r = fusemap.evaluate(spec)
+    # M x N = 4 x 32 outputs leave through the ADCs, each converted per input bit (8)
+    # and weight slice (8 / 2 = 4); 4 x 64 inputs are driven bit by bit; every one of
+    # the 4 x 64 x 32 MACs reads its cell group once per input bit and weight slice.
+    assert r.count("ADC", "read") == 4 * 32 * 8 * 4
+    assert r.count("RowDrivers", "read") == 4 * 64 * 8
+    assert r.count("Cells", "read") == 4 * 64 * 32 * 8 * 4
+    models = {
+        c: u.actions["read"].model
+        for c, u in r.einsum("Matmul").components.items()
+        if "read" in u.actions
+    }
+    assert models == {
+        "ADC": "ADC",
+        "RowDrivers": "RowDrivers",
+        "InputLatch": "Dummy",
+        "Cells": "MemoryCell",
+    }
+    assert r.energy > 0 and r.area > 0 and r.latency > 0
