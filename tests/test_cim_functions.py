@@ -15,7 +15,8 @@ import fusemap
 from fusemap.spec import cim_functions as F
 from fusemap.spec.arch_eval import ArchEvaluator
 from fusemap.spec.errors import ExpressionError
-from fusemap.spec.expressions import LazyFields, Scope, evaluate, evaluate_fields
+from fusemap.spec.expressions import Scope, evaluate
+from fusemap.spec.fields import LazyFields, evaluate_fields
 from fusemap.spec.resolve import resolve_workload
 
 RELU = [0, 0, 0, 3, 2, 1, 0]  # values 0, 1/3, 2/3 with probabilities 1/2, 1/3, 1/6

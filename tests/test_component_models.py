@@ -334,3 +334,16 @@ def test_the_readme_cim_example():
         "Cells": "MemoryCell",
     }
     assert r.energy > 0 and r.area > 0 and r.latency > 0
+
+
+@pytest.mark.parametrize("path", ["/dev/zero", "/etc/hostname", "../outside.cfg", "."])
+def test_a_model_may_only_read_files_beside_the_spec(tmp_path, fake, path):
+    (tmp_path / "cells").mkdir()
+    (tmp_path / "cells" / "cell.cfg").write_text("-CellArea (F^2): 30\n")
+    ok = SPEC.replace("{width: 8 * v, voltage: voltage}", "{width: 8 * v, cell: CELL}")
+    comps = _load(tmp_path, ok.replace("CELL", f'"{tmp_path}/cells/cell.cfg"'))[2].components("Y")
+    assert comps["Buffer"].models["area"] == "FakeSRAM"  # a file under the spec's folder
+    with pytest.raises(SpecError) as info:
+        _load(tmp_path, ok.replace("CELL", f'"{path}"'))[2].components("Y")
+    assert "Buffer.extra_attributes_for_component_model.cell:" in str(info.value)
+    assert f"'{path}' is not a file beside the spec" in str(info.value)

@@ -19,14 +19,8 @@ from .arch_info import ActionCost, ComponentInfo, FlatArch, SpatialInfo
 from .arch_pricing import Pricing, action_arguments, component_pricing
 from .cim_functions import ArraySpec
 from .errors import ExpressionError, Location, SpecError
-from .expressions import (
-    ExprObject,
-    LazyFields,
-    Scope,
-    evaluate,
-    evaluate_fields,
-    parse_expression,
-)
+from .expressions import ExprObject, Scope, evaluate, parse_expression
+from .fields import LazyFields, evaluate_fields
 from .resolve import EinsumInfo, WorkloadInfo
 from .sets import TensorSet, evaluate_set_expression, evaluate_set_keyed_dict
 from .spec import Spec

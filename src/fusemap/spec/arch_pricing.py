@@ -11,13 +11,16 @@ to given values.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from . import component_models as cm
 from .errors import Location, SpecError
-from .expressions import Scope, evaluate_fields
+from .expressions import Scope
+from .fields import evaluate_fields
 
 
 @dataclass
@@ -125,7 +128,27 @@ def model_attributes(
             return locate(node.name, "extra_attributes_for_component_model", key)
         return spec.locate("arch", "extra_attributes_for_all_component_models", key)
 
-    return evaluate_fields(raw, scope, locate=where, self_is_outer=True)
+    values = evaluate_fields(raw, scope, locate=where, self_is_outer=True)
+    roots = [Path(f).resolve().parent for f in getattr(spec, "_files", [])]
+    for key, value in values.items():
+        _check_file(value, roots, where(key))
+    return values
+
+
+def _check_file(value: Any, roots: list[Path], where: Location) -> None:
+    """A file a model will read (NeuroSim's ``cell_config``) must be a regular file in
+    the folder of a spec file (or below it): a spec may not make a model read anything
+    else (``/dev/zero``, ``/etc/...``)."""
+    if not isinstance(value, str) or not ("/" in value or os.path.exists(value)):
+        return
+    path = Path(value).resolve()
+    if path.is_file() and any(path.is_relative_to(root) for root in roots):
+        return
+    raise SpecError(
+        f"'{value}' is not a file beside the spec: a file given to a component model must "
+        f"be a regular file in the folder of a spec file or below it",
+        where,
+    )
 
 
 def action_arguments(

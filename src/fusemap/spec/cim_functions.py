@@ -124,10 +124,10 @@ def encoded_hist_to_avg_slice(
 
     The word has ``n_bits`` bits, split evenly among the parts (the first parts take the
     spare bits) with part 0 most significant; each part is its magnitude rounded to its
-    width (to the nearest level, ties up). Slices of ``bits_per_slice`` bits are cut from the least significant end (the
-    last one may be narrower); a slice's value is divided by its largest value. Returns
-    the mean over slices, or the mean of each slice, most significant first (as the
-    model library orders bit distributions).
+    width (to the nearest level, ties up). Slices of ``bits_per_slice`` bits are cut
+    from the least significant end (the last one may be narrower); a slice's value is
+    divided by its largest value. Returns the mean over slices, or the mean of each
+    slice, most significant first (as the model library orders bit distributions).
     """
     fn = "encoded_hist_to_avg_slice"
     if not isinstance(encoded, Encoded):
