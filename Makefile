@@ -4,7 +4,15 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEVSTAMP := $(VENV)/.installed-dev
 
-.PHONY: demo test lint format clean browser
+# Python 3.12+ for the component model library (the `components` extra): the first 3.12
+# under pyenv that runs, else python3.12 on PATH (pyenv's shim may not run it).
+PYTHON312 ?= $(shell for p in $${PYENV_ROOT:-$$HOME/.pyenv}/versions/3.12*/bin/python3.12 \
+	python3.12; do "$$p" -c 'import sys; assert sys.version_info >= (3, 12)' 2>/dev/null \
+	&& { echo "$$p"; break; }; done)
+VENV312 := .venv312
+STAMP312 := $(VENV312)/.installed-components
+
+.PHONY: demo test lint format clean browser components test-components
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -38,5 +46,24 @@ format: $(DEVSTAMP)
 	$(BIN)/ruff format src tests benchmarks experiments
 	$(BIN)/ruff check --fix src tests benchmarks experiments
 
+# A Python 3.12 venv with the component model library; builds CACTI / NeuroSim from
+# their shipped sources where the shipped binaries do not run (an older glibc).
+$(STAMP312): pyproject.toml
+	@test -n "$(PYTHON312)" || { echo "no Python 3.12 found (set PYTHON312=...)"; exit 2; }
+	$(PYTHON312) -m venv $(VENV312)
+	$(VENV312)/bin/python -m pip install --quiet --upgrade pip
+	$(VENV312)/bin/pip install --quiet -e '.[dev,components]'
+	$(VENV312)/bin/python -m fusemap.component_binaries
+	touch $@
+
+components: $(STAMP312)
+
+# The tests that price components with the library (they skip where it is missing, so
+# first check that it is there and its simulators run).
+test-components: $(STAMP312)
+	$(VENV312)/bin/python -m fusemap.component_binaries --check
+	$(VENV312)/bin/python -m pytest -p no:logging tests/test_component_models.py \
+		tests/test_components_corpus.py tests/test_cim_functions.py tests/test_model_tolls.py
+
 clean:
-	rm -rf $(VENV) build *.egg-info src/*.egg-info
+	rm -rf $(VENV) $(VENV312) build *.egg-info src/*.egg-info

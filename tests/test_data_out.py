@@ -157,8 +157,17 @@ def test_error_in_pasted_text_points_at_the_included_file(tmp_path):
     (tmp_path / "main.yaml").write_text("# head\n{{ include_text('part.yaml') }}\n")
     spec = fusemap.load(tmp_path / "main.yaml")
     assert spec.locate("variables", "b").prefix().startswith(f"{tmp_path / 'part.yaml'}:3")
-    if CORPUS.exists():
-        arch = CORPUS / "arches/compute_in_memory/basic_analog.yaml"
-        result = CliRunner().invoke(app, ["check", str(arch), str(arch)])
-        message = str(result.exception)
-        assert "_include.yaml:86: arch.variables.array_parallel_inputs" in message
+    # An error in an expression of the pasted text names the included file and line too.
+    (tmp_path / "arch.yaml").write_text("{{ include_text('nodes.yaml') }}\n")
+    (tmp_path / "nodes.yaml").write_text(
+        "arch:\n  nodes:\n  - !Memory\n    name: M\n    size: 8 *\n"
+        "  - !Compute {name: C, actions: [{name: compute, energy: 1}]}\n"
+    )
+    (tmp_path / "wl.yaml").write_text(
+        'workload:\n  einsums: ["Z[m] = A[m]"]\n  rank_sizes: {M: 2}\n  bits_per_value: {All: 8}\n'
+    )
+    result = CliRunner().invoke(
+        app, ["check", str(tmp_path / "arch.yaml"), str(tmp_path / "wl.yaml")]
+    )
+    message = str(result.exception)
+    assert f"{tmp_path / 'nodes.yaml'}:5" in message, message

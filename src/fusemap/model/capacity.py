@@ -6,11 +6,12 @@ loops that follow while they are relevant to the tensor (it stops above an irrel
 loop, below a partially relevant one, and at the next storage node, the compute leaf or
 a spatial loop of another component).
 
-Lifetimes follow the tree: a reservation above a split is live for the branches, in
-order, from the first to the last that use it, and for every branch that shares with a
-user a loop below the reservation (the loop repeats the user's work around that branch,
-so the tile stays). Usage of a
-memory is the largest sum of live reservations over the branches.
+A persistent reservation holds the tiles of every instance (workload x Einsum
+``n_instances``) at once. Lifetimes follow the tree: a reservation above a split is live
+for the branches, in order, from the first to the last that use it, and for every branch
+that shares with a user a loop below the reservation (the loop repeats the user's work
+around that branch, so the tile stays). Usage of a memory is the largest sum of live
+reservations over the branches.
 """
 
 from __future__ import annotations
@@ -54,10 +55,12 @@ def reservations(chain: Chain) -> list[ReservationInfo]:
     out: list[ReservationInfo] = []
     for tensor in chain.einsum.tensors:
         view = linearize(chain, tensor)
-        holders = [(i, s) for i, s in chain.holders(tensor) if not s.toll]
+        every = chain.holders(tensor)
+        holders = [(i, s) for i, s in every if not s.toll]
+        entry = bool(every) and every[0][1].toll  # a toll backs it (tensor from outside)
         for k, (i, s) in enumerate(holders):
             r = i + 1
-            if k > 0:
+            if k > 0 or entry:
                 r = _lowered(chain, steps, i, s)
             sizes = {v: d[0][0] for v, d in counter.dists[r].items()}
             below = view[next(j for j, x in enumerate(view) if x is s) + 1 :]
@@ -72,7 +75,9 @@ def reservations(chain: Chain) -> list[ReservationInfo]:
             bits = values * comp.value_bits(tensor, chain.workload_bits[tensor])
             depth = sum(isinstance(x, LoopStep) for x in steps[:r])
             key = (s.node_id, tensor, chain.node_ids[r - 1])
-            persistent = s.persistent or tensor in chain.einsum.persistent and k == 0
+            persistent = s.persistent or tensor in chain.einsum.persistent and k == 0 and not entry
+            if persistent:  # every instance's tile lives for the whole workload
+                bits *= chain.instances
             ranks = chain.cache.get(("proj", tensor))  # filled by tile_values above
             if ranks is None:
                 ranks = projection_terms(chain.einsum, tensor)

@@ -64,6 +64,7 @@ class Chain:
     workload_bits: dict[str, float] = field(default_factory=dict)  # tensor -> bits per value
     cache: dict = field(default_factory=dict, repr=False)  # memo for the counting code
     where: dict[int, Location] = field(default_factory=dict, repr=False)  # node id -> source
+    instances: float = 1.0  # workload x Einsum n_instances (persistent tiles hold them all)
 
     def line_of(self, node_id: int, before: str = " (", after: str = ")") -> str:
         """``(line N)`` when the mapping node was read from a file, else nothing."""
@@ -129,7 +130,8 @@ def build_chain(
         steps += made
         ids += [id(node)] * len(made)
     bits = {t: workload.tensors[t].bits_per_value for t in einsum.tensors}
-    chain = Chain(einsum, arch, steps, ids, bits, where=where)
+    instances = workload.n_instances * einsum.n_instances
+    chain = Chain(einsum, arch, steps, ids, bits, where=where, instances=instances)
     _check_tiles(chain)
     for tensor in einsum.tensors:  # every tensor's view must keep its tiles in order
         linearize(chain, tensor)

@@ -158,8 +158,9 @@ def _traffic(chain, tensor, may_reuse, mode, skip):
 def _charge(
     use: ComponentUse, comp: ComponentInfo, action: str, tensor: str | None, count: float
 ) -> None:
-    energy = count * comp.actions[action].energy_per_action(comp.name) if count else 0.0
-    use.actions.setdefault(action, ActionResult()).add(count, energy)
+    cost = comp.actions[action]
+    energy = count * cost.energy_per_action(comp.name) if count else 0.0
+    use.actions.setdefault(action, ActionResult(model=cost.model)).add(count, energy)
     if tensor is not None:
         use.tensors.setdefault(tensor, {}).setdefault(action, ActionResult()).add(count, energy)
     use.energy += energy

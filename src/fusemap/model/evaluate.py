@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..spec.arch_eval import ArchEvaluator
 from ..spec.errors import FusemapError, InvalidMappingError
 from ..spec.mapping import Mapping, Pipeline
-from ..spec.mapping_check import check_mapping, node_locations
+from ..spec.mapping_check import check_mapping, check_unmodelled, node_locations
 from ..spec.resolve import WorkloadInfo, resolve_workload
 from ..spec.spec import Spec
 from ..units import unitless_energy, unitless_latency
@@ -58,6 +58,7 @@ def _evaluate(
         check_mapping(spec, workload, einsums)  # names checked with file and line
         spec._checked_with = workload
     where = node_locations(spec) if mapping is spec.mapping else {}
+    check_unmodelled(mapping, workload, where)
     by_einsum = branch_chains(mapping)
     known = {e.name for e in workload.einsums}
     unknown = [e for e in by_einsum if e not in known]
@@ -161,6 +162,8 @@ def _component_totals(
             tot = ComponentTotals(comp.name, comp.kind)
             tot.area = total_area(flat, level)
             tot.leak_power = total_leak_power(flat, level)
+            tot.models = dict(comp.models)
+            tot.models.update({a: c.model for a, c in comp.actions.items() if c.model})
             if comp.kind == "memory":
                 tot.size = comp.size
                 tot.usage_bits = usage.get(comp.name, 0.0)

@@ -16,13 +16,18 @@ class ActionResult:
 
     count: float = 0.0
     energy: float = 0.0
+    model: str | None = None
+    """The component model that priced the action (None: the spec gave its energy)."""
 
     def add(self, count: float, energy: float) -> None:
         self.count += count
         self.energy += energy
 
-    def to_json(self) -> dict[str, float]:
-        return {"count": self.count, "energy": self.energy}
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"count": self.count, "energy": self.energy}
+        if self.model is not None:
+            out["model"] = self.model
+        return out
 
 
 @dataclass
@@ -102,6 +107,8 @@ class ComponentTotals:
     usage: float | None = None  # fraction of size (memories only; 0 for unbounded)
     usage_bits: float | None = None
     size: float | None = None
+    models: dict[str, str] = field(default_factory=dict)
+    """Component model behind each value it gave: ``area``, ``leak_power``, action names."""
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -115,6 +122,8 @@ class ComponentTotals:
             out["usage_bits"] = self.usage_bits
             finite = self.size is not None and self.size != float("inf")
             out["size_bits"] = self.size if finite else None  # null: unbounded
+        if self.models:
+            out["models"] = dict(self.models)
         return out
 
 

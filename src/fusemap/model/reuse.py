@@ -188,6 +188,10 @@ def count_tensor(
         for i, s in enumerate(steps)
         if isinstance(s, (HolderStep, ComputeStep)) and not (isinstance(s, HolderStep) and s.toll)
     ]
+    # Tolls above every holder back the tensor: it enters and leaves the arch through
+    # them (a CiM macro's row drivers and ADCs), so the top holder fills through them.
+    top = holders[0][0] if holders else len(steps)
+    entry = [s for s in steps[:top] if isinstance(s, HolderStep) and s.toll]
     counter = tile_counter(chain, steps, one_mode)
     multicasts = [
         _multicast_loops(steps, i, holders, k, tensor, info, may_reuse)
@@ -200,7 +204,7 @@ def count_tensor(
     fills, backs, skips, ratios = [], [], [], []
     above = 1.0  # instances of the reduction loops above the current holder's parent
     for k, (i, s) in enumerate(holders):
-        backing = k == 0 and isinstance(s, HolderStep)
+        backing = k == 0 and isinstance(s, HolderStep) and not entry
         own = fill_count(chain, tensor, counter.dists[i])
         multicast = multicasts[k]
         if multicast and not backing:
@@ -233,6 +237,8 @@ def count_tensor(
         skip = is_output and skip_output.get(s.component, True)
         skips.append(first if skip else 0.0)
     traffic = TensorTraffic(tensor)
+    for toll in entry:  # what the top holder fetches from, and sends out of, the arch
+        _charge_toll(traffic, toll, directions, fills[0] - skips[0], backs[0])
     for k, (i, s) in enumerate(holders):
         if isinstance(s, ComputeStep):
             break
@@ -247,14 +253,21 @@ def count_tensor(
         for j in range(i + 1, holders[child][0]):
             toll = steps[j]
             if isinstance(toll, HolderStep) and toll.toll:
-                d = directions.get(toll.component, "up_and_down")
-                crossing = 0.0
-                if d in ("down", "up_and_down"):
-                    crossing += sent
-                if d in ("up", "up_and_down"):
-                    crossing += backs[child]
-                traffic.add("read", toll.component, crossing)
+                _charge_toll(traffic, toll, directions, sent, backs[child])
     return traffic
+
+
+def _charge_toll(
+    traffic: TensorTraffic, toll: HolderStep, directions: dict[str, str], down: float, up: float
+) -> None:
+    """A toll reads every value that crosses it in its direction(s)."""
+    d = directions.get(toll.component, "up_and_down")
+    crossing = 0.0
+    if d in ("down", "up_and_down"):
+        crossing += down
+    if d in ("up", "up_and_down"):
+        crossing += up
+    traffic.add("read", toll.component, crossing)
 
 
 def _partial_sum_starts(

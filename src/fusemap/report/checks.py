@@ -18,8 +18,6 @@ def unpriced(evaluator: ArchEvaluator, einsums: list[str]) -> list[tuple[str, Lo
             for action in comp.actions.values():
                 if action.energy is None and action.missing:
                     out.setdefault(f"component {comp.name}: {action.missing}", action.location)
-            if comp.missing_area:
-                out.setdefault(f"component {comp.name}: {comp.missing_area}", comp.location)
     return list(out.items())
 
 

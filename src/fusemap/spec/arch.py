@@ -29,7 +29,7 @@ class Action(SpecModel):
     values_per_action: Expr | dict[str, Expr] | None = None
     """Values per action, per tensor set (overrides bits_per_action)."""
     extra_attributes_for_component_model: dict[str, Any] = Field(default_factory=dict)
-    """Passed to a component plug-in; unused by fusemap's own costs."""
+    """Arguments of this action's component model query (evaluated per Einsum)."""
 
 
 class LoopBound(SpecModel):
@@ -91,7 +91,7 @@ class Component(SpecModel):
     name: str
     """Unique component name."""
     component_class: str | None = None
-    """Plug-in model name; ``Dummy`` means zero energy/area/leak, infinite throughput."""
+    """Component model that prices what the spec leaves out (``Dummy``: zero cost, inf throughput)."""
     component_model: Any = None
     """Plug-in model object (not supported: fusemap runs no plug-in code)."""
     actions: list[Action] = Field(default_factory=list)
@@ -117,7 +117,7 @@ class Component(SpecModel):
     total_latency: Expr | None = None
     """Latency expression; default ``sum(a.n_calls / a.throughput for a in actions)``."""
     extra_attributes_for_component_model: dict[str, Any] = Field(default_factory=dict)
-    """Passed to a plug-in; unused by fusemap's own costs."""
+    """Attributes of this component's model query (evaluated per Einsum; win over the arch's)."""
     spatial: list[SpatialDim] = Field(default_factory=list)
     """Spatial fanout below this node."""
     total_area: Any = None
@@ -261,7 +261,7 @@ class Arch(SpecModel):
     variables: dict[str, Any] = Field(default_factory=dict)
     """Variables evaluated per Einsum, usable in arch expressions."""
     extra_attributes_for_all_component_models: dict[str, Any] = Field(default_factory=dict)
-    """Passed to every plug-in; unused by fusemap's own costs."""
+    """Attributes of every component model query (evaluated per Einsum and component)."""
     nodes: list[ArchNode] = Field(default_factory=list)
     """Nodes, top to bottom."""
 

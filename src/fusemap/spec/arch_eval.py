@@ -2,19 +2,25 @@
 
 The arch is evaluated once per Einsum (its expressions may depend on the Einsum, e.g.
 ``enabled: len(All) == 3``), then flattened to the path from the root to one compute
-unit. Costs that are missing are reported only when the model asks for them.
+unit. A plug-in component (a ``component_class`` naming a model) gets the values the spec
+leaves out from the component model library (:mod:`fusemap.spec.arch_pricing`); other
+missing energies are reported only when the model asks for them.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from . import arch as A
+from .arch_info import ActionCost, ComponentInfo, FlatArch, SpatialInfo
+from .arch_pricing import Pricing, action_arguments, component_pricing
+from .cim_functions import ArraySpec
 from .errors import ExpressionError, Location, SpecError
-from .expressions import ExprObject, Scope, evaluate, evaluate_fields, parse_expression
+from .expressions import ExprObject, Scope, evaluate, parse_expression
+from .fields import LazyFields, evaluate_fields
 from .numbers import amount, count, number, positive
 from .resolve import EinsumInfo, WorkloadInfo
 from .sets import TensorSet, evaluate_set_expression, evaluate_set_keyed_dict
@@ -38,111 +44,17 @@ _SCALARS = (
 _DIRECTIONS = {"up": "up", "down": "down", "up_and_down": "up_and_down"}
 
 
-@dataclass
-class ActionCost:
-    """One action with its energy and throughput (scales applied)."""
-
-    name: str
-    energy: float | None
-    throughput: float
-    bits_per_action: float
-    values_per_action: Mapping[str, float]
-    missing: str | None = None
-    location: Location | None = field(default=None, repr=False, compare=False)
-
-    def energy_per_action(self, component: str) -> float:
-        """Energy, or a clear error when the spec does not give it."""
-        if self.energy is None:
-            raise SpecError(f"component {component}: {self.missing}", self.location)
-        return self.energy
-
-
-@dataclass
-class SpatialInfo:
-    """One fanout dimension, evaluated."""
-
-    name: str
-    fanout: int
-    may_reuse: frozenset[str]
-    reuse: frozenset[str]
-    usage_scale: float
-    power_gateable: bool
-    min_usage: float
-    loop_bounds: list[A.LoopBound]
-
-
-@dataclass
-class ComponentInfo:
-    """A component evaluated for one Einsum."""
-
-    name: str
-    kind: str  # memory | toll | compute | container
-    node: Any = field(repr=False)
-    spatial: list[SpatialInfo]
-    size: float = math.inf
-    enabled: bool = True
-    actions: dict[str, ActionCost] = field(default_factory=dict)
-    area: float = 0.0
-    leak_power: float = 0.0
-    actions_scale: float = 1.0
-    n_parallel_instances: float = 1.0
-    keep: frozenset[str] = frozenset()
-    may_keep: frozenset[str] = frozenset()
-    bits_per_value: Mapping[str, float] = field(default_factory=dict)
-    skip_initial_output_write: bool = True
-    direction: Mapping[str, str] = field(default_factory=dict)
-    fields: Mapping[str, Any] = field(default_factory=dict, repr=False)
-    latency_scope: Scope | None = field(default=None, repr=False)
-    location: Location | None = field(default=None, repr=False)
-    latency_location: Location | None = field(default=None, repr=False)
-    missing_area: str | None = None
-    operators: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
-    """Compute units: operator -> {action or operator: count per use} (evaluated)."""
-
-    def values_per_action(self, action: str, tensor: str, workload_bits: float) -> float:
-        """Values moved by one ``action`` of ``tensor`` (precedence as in §2)."""
-        act = self.actions[action]
-        if tensor in act.values_per_action:
-            return act.values_per_action[tensor]
-        bits = self.bits_per_value.get(tensor, workload_bits)
-        return act.bits_per_action / bits
-
-    def value_bits(self, tensor: str, workload_bits: float) -> float:
-        """Bits per value of ``tensor`` stored here."""
-        return self.bits_per_value.get(tensor, workload_bits)
-
-
-@dataclass
-class FlatArch:
-    """The path from the root to one compute unit, evaluated for one Einsum."""
-
-    einsum: str
-    compute: str
-    path: list[ComponentInfo]
-
-    def __iter__(self) -> Iterator[ComponentInfo]:
-        return iter(self.path)
-
-    def component(self, name: str) -> ComponentInfo:
-        """The component called ``name`` on this path."""
-        for c in self.path:
-            if c.name == name:
-                return c
-        raise KeyError(name)
-
-    def index(self, name: str) -> int:
-        """Depth of ``name`` on the path (0 = root)."""
-        for i, c in enumerate(self.path):
-            if c.name == name:
-                return i
-        raise KeyError(name)
-
-
 class _ComponentView(ExprObject):
-    """``GlobalBuffer.size`` in an expression: the evaluated fields of a component."""
+    """``GlobalBuffer.size`` in an expression: the evaluated fields of a component, and
+    ``Macro.get_fanout()``: the product of its own spatial fanouts."""
 
-    def __init__(self, get: Any, name: str):
-        self._get, self._name = get, name
+    def __init__(self, get: Any, name: str, fanout: Any = None):
+        self._get, self._name, self._fanout = get, name, fanout
+
+    def expr_call(self, name: str, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        if name == "get_fanout" and not args and not kwargs and self._fanout is not None:
+            return self._fanout(self._name)
+        return super().expr_call(name, args, kwargs)
 
     def expr_getattr(self, name: str) -> Any:
         fields = self._get(self._name).fields
@@ -227,12 +139,15 @@ class ArchEvaluator:
     # ------------------------------------------------------------------ evaluation
     def _evaluate(self, info: EinsumInfo) -> dict[str, ComponentInfo]:
         leaves = {n.name: n for n in self.arch.leaves()}
-        arch_vars = evaluate_fields(
+        # Variables are evaluated on first use: get_array_fanout_*(spec) reads fanouts
+        # that may themselves use variables.
+        spec_layer = {"spec": ArraySpec(lambda kind: self._array_fanout(kind, base, info))}
+        arch_vars = LazyFields(
             self.arch.variables,
-            info.scope,
+            info.scope.child(spec_layer),
             locate=lambda k: self.spec.locate("arch", "variables", k),
         )
-        base = info.scope.child(arch_vars)
+        base = info.scope.child(spec_layer, arch_vars)
         partial: dict[str, _Partial] = {}
         busy: list[str] = []
 
@@ -254,13 +169,37 @@ class ArchEvaluator:
             finally:
                 busy.remove(name)
 
-        views = _Lazy(list(leaves), lambda n: _ComponentView(get, n))
+        views = _Lazy(list(leaves), lambda n: _ComponentView(get, n, own_fanout))
         sets = _Lazy(list(leaves), lambda n: get(n).kept_set)
+
+        def own_fanout(name: str) -> int:
+            node, space = leaves[name], info.sets["All"]
+            dims = [self._fanout(node, i, d, base, space) for i, d in enumerate(node.spatial)]
+            return math.prod(fanout for fanout, _, _ in dims)
+
+        arch_vars.evaluate_all()  # every variable, for every Einsum
         out = {}
         for name, node in leaves.items():
             p = get(name)
             out[name] = self._component(node, p.fields, base, views, sets, info)
         return out
+
+    def _array_fanout(self, kind: str, scope: Scope, info: EinsumInfo) -> int:
+        """Fanout of the CiM array dimensions (``*ARRAY_ROWS``, ``*ARRAY_COLUMNS``) that
+        may reuse the outputs (kind ``output``), the input (``input``), or all (``total``)."""
+        wanted = set(info.outputs)
+        if kind == "input":
+            found = info.sets.get("input")
+            wanted = set(found.items) if found is not None else set(info.inputs)
+        total = 1
+        for node in self.arch.leaves():
+            for i, dim in enumerate(node.spatial):
+                if not dim.name.endswith(("ARRAY_ROWS", "ARRAY_COLUMNS")):
+                    continue
+                fanout, may, _ = self._fanout(node, i, dim, scope, info.sets["All"])
+                if kind == "total" or (wanted and wanted <= may):
+                    total *= fanout
+        return total
 
     def _keep(self, node: Any, scope: Scope, info: EinsumInfo) -> tuple[TensorSet, TensorSet]:
         space: TensorSet = info.sets["All"]
@@ -268,6 +207,10 @@ class ArchEvaluator:
         if pol is None:
             return space - space, space - space
         loc = self.locate(node.name, "tensors")
+        if isinstance(node, A.Toll):
+            # `Above` (tensors held above, known to the mapper) is every tensor here: a
+            # toll only charges what crosses it, so `weight & Above` costs as `weight`.
+            scope = scope.child({"Above": space})
         keep = (
             evaluate_set_expression(pol.keep, scope, space=space, location=loc)
             if pol.keep is not None
@@ -301,23 +244,23 @@ class ArchEvaluator:
             )
             return comp
         dummy = node.component_class == "Dummy"
-        plugin = node.component_class not in (None, "Dummy")
         comp.enabled = bool(fields["enabled"])
         comp.actions_scale = amount(fields["actions_scale"], self.locate(name, "actions_scale"))
         comp.n_parallel_instances = positive(
             fields["n_parallel_instances"], self.locate(name, "n_parallel_instances")
         )
         comp.fields = fields
+        pricing = component_pricing(self.spec, node, kind, fields, scope, self.locate)
+        priced = pricing.component_price() if pricing is not None else None
         for key in ("area", "leak_power"):
             value = fields.get(key)
-            if value is None:
-                if plugin:
-                    comp.missing_area = (
-                        f"'{key}' is not given and component_class "
-                        f"'{node.component_class}' is a plug-in model, which "
-                        f"fusemap does not run; give '{key}' in the spec"
-                    )
-                value = 0
+            if value is None and priced is not None:
+                value = getattr(priced, key)
+                comp.models[key] = priced.model
+            elif value is None:
+                value = 0  # no model: the format's default
+                if dummy:
+                    comp.models[key] = "Dummy"
             scale = amount(fields[f"{key}_scale"], self.locate(name, f"{key}_scale"))
             at = self.locate(name, key)
             setattr(comp, key, amount(value, at) * scale * comp.n_parallel_instances)
@@ -346,7 +289,7 @@ class ArchEvaluator:
         comp_bpa = fields.get("bits_per_action")
         for i, act in enumerate(node.actions):
             comp.actions[act.name] = self._action(
-                node, i, act, scope, fields, comp_bpa, comp_vpa, space, dummy, plugin
+                node, i, act, scope, fields, comp_bpa, comp_vpa, space, pricing
             )
         if kind == "compute":
             comp.operators = self._operators(node, scope)
@@ -361,7 +304,7 @@ class ArchEvaluator:
                 raise err.located(self.locate(name, "total_latency")) from None
         return comp
 
-    def _action(self, node, i, act, scope, fields, comp_bpa, comp_vpa, space, dummy, plugin):
+    def _action(self, node, i, act, scope, fields, comp_bpa, comp_vpa, space, pricing):
         name = node.name
         where = self.locate(name, "actions", i)
         vals = evaluate_fields(
@@ -379,32 +322,37 @@ class ArchEvaluator:
             scope,
             locate=lambda k: self.locate(name, "actions", i, k),
         )
+        bpa = vals["bits_per_action"] if vals["bits_per_action"] is not None else comp_bpa
+        bpa_at = (
+            self.locate(name, "actions", i, "bits_per_action")
+            if vals["bits_per_action"] is not None
+            else self.locate(name, "bits_per_action")
+        )
+        bpa = 1 if bpa is None else positive(bpa, bpa_at)
+        energy, tp = vals["energy"], vals["throughput"]
+        if tp is None and vals["latency"] is not None:
+            latency = amount(vals["latency"], self.locate(name, "actions", i, "latency"))
+            tp = 1 / latency if latency else math.inf
+        model = self._price_action(node, i, act, scope, pricing, energy, tp, bpa)
+        if model is not None:
+            energy = model.energy if energy is None else energy
+            tp = model.throughput if tp is None else tp
         missing = None
-        energy = vals["energy"]
-        if energy is None:
-            if plugin:
-                missing = (
-                    f"action '{act.name}' has no energy and component_class "
-                    f"'{node.component_class}' is a plug-in model, which fusemap does "
-                    "not run; give 'energy' in the spec"
-                )
-            elif not dummy:
-                missing = f"action '{act.name}' has no energy (give 'energy' in the spec)"
-        else:
+        if energy is None and node.component_class != "Dummy":
+            missing = f"action '{act.name}' has no energy (give 'energy' in the spec)"
+        elif energy is not None:
             energy = (
                 amount(energy, self.locate(name, "actions", i, "energy"))
                 * amount(fields["energy_scale"], self.locate(name, "energy_scale"))
                 * amount(vals["energy_scale"], self.locate(name, "actions", i, "energy_scale"))
             )
-        if dummy and energy is None:
-            energy = 0.0
-        tp = vals["throughput"]
-        if tp is None and vals["latency"] is not None:
-            latency = amount(vals["latency"], self.locate(name, "actions", i, "latency"))
-            tp = 1 / latency if latency else math.inf
-        elif tp is not None:
-            tp = positive(tp, self.locate(name, "actions", i, "throughput"), infinite=True)
-        tp = math.inf if tp is None else tp
+        else:
+            energy = 0.0  # Dummy: the format's zero-cost component
+        tp = (
+            math.inf
+            if tp is None
+            else positive(tp, self.locate(name, "actions", i, "throughput"), infinite=True)
+        )
         tp *= (
             positive(
                 fields["throughput_scale"], self.locate(name, "throughput_scale"), infinite=True
@@ -416,18 +364,31 @@ class ArchEvaluator:
             )
             * positive(fields["n_parallel_instances"], self.locate(name, "n_parallel_instances"))
         )
-        bpa = vals["bits_per_action"] if vals["bits_per_action"] is not None else comp_bpa
-        bpa_at = (
-            self.locate(name, "actions", i, "bits_per_action")
-            if vals["bits_per_action"] is not None
-            else self.locate(name, "bits_per_action")
-        )
-        bpa = 1 if bpa is None else positive(bpa, bpa_at)
         vpa = dict(comp_vpa)
         vpa.update(self._values_per_action(act.values_per_action, scope, space, name, where))
         at = self.locate(name, "actions", i)
         at = Location(at.file, at.line, f"{name}.actions.{act.name}")
-        return ActionCost(act.name, energy, tp, bpa, vpa, missing, at)
+        source = model.model if model is not None else None
+        if node.component_class == "Dummy" and (
+            vals["energy"] is None or vals["throughput"] is None
+        ):
+            source = "Dummy"
+        return ActionCost(act.name, energy, tp, bpa, vpa, missing, at, source)
+
+    def _price_action(self, node, i, act, scope, pricing: Pricing | None, energy, tp, bpa):
+        """The library's price of an action the spec leaves (partly) unpriced, else None."""
+        if pricing is None or act.name not in pricing.actions:
+            return None
+        holder = isinstance(node, A.Memory | A.Toll)
+        args = action_arguments(
+            act,
+            bpa if holder else None,
+            scope,
+            lambda k: self.locate(
+                node.name, "actions", i, "extra_attributes_for_component_model", k
+            ),
+        )
+        return pricing.action_price(act.name, args)
 
     def _operators(self, node: A.Compute, scope: Scope) -> dict[str, dict[str, float]]:
         out: dict[str, dict[str, float]] = {}
@@ -464,12 +425,32 @@ class ArchEvaluator:
     def _spatial(
         self, node, i, dim: A.SpatialDim, scope: Scope, space: TensorSet, info: EinsumInfo
     ) -> SpatialInfo:
-        loc = self.locate(node.name, "spatial", i)
         vals = evaluate_fields(
-            {k: getattr(dim, k) for k in ("fanout", "usage_scale", "power_gateable", "min_usage")},
+            {k: getattr(dim, k) for k in ("usage_scale", "power_gateable", "min_usage")},
             scope,
             locate=lambda k: self.locate(node.name, "spatial", i, k),
         )
+        fanout, may, reuse = self._fanout(node, i, dim, scope, space)
+        return SpatialInfo(
+            dim.name,
+            fanout,
+            may,
+            reuse,
+            amount(vals["usage_scale"], self.locate(node.name, "spatial", i, "usage_scale")),
+            bool(vals["power_gateable"]),
+            number(
+                vals["min_usage"], self.locate(node.name, "spatial", i, "min_usage"), low=0, high=1
+            ),
+            dim.loop_bounds,
+        )
+
+    def _fanout(
+        self, node, i, dim: A.SpatialDim, scope: Scope, space: TensorSet
+    ) -> tuple[int, frozenset[str], frozenset[str]]:
+        """A dimension's fanout, may_reuse and reuse (alone: arch variables may need them)."""
+        loc = self.locate(node.name, "spatial", i)
+        at = self.locate(node.name, "spatial", i, "fanout")
+        fanout = evaluate(dim.fanout, scope, location=at)
         empty = space - space
         reuse = (
             evaluate_set_expression(dim.reuse, scope, space=space, location=loc)
@@ -480,17 +461,7 @@ class ArchEvaluator:
             may = evaluate_set_expression(dim.may_reuse, scope, space=space, location=loc)
         else:
             may = reuse if dim.reuse is not None else space
-        at = lambda key: self.locate(node.name, "spatial", i, key)  # noqa: E731
-        return SpatialInfo(
-            dim.name,
-            count(vals["fanout"], at("fanout")),
-            may.items,
-            reuse.items,
-            amount(vals["usage_scale"], at("usage_scale")),
-            bool(vals["power_gateable"]),
-            number(vals["min_usage"], at("min_usage"), low=0, high=1),
-            dim.loop_bounds,
-        )
+        return int(count(fanout, at)), may.items, reuse.items
 
 
 def _with_key(where: Location | None, key: str) -> Location:

@@ -126,6 +126,15 @@ def _data_path(data: Any, loc: tuple) -> tuple:
     return tuple(path)
 
 
+_UNMODELLED = {
+    "Network": "on-chip networks with hop actions",
+    "Array": "physical arrays of distributed buffers",
+    "Hierarchical": "nested hierarchies",
+}
+"""Arch node types of the format that fusemap knows and does not model (work in progress
+in the reference tool too): a clear error instead of 'unknown node type'."""
+
+
 def _message(err: dict, model: type[BaseModel], loc: tuple) -> tuple[str, bool]:
     """One readable sentence for a pydantic error; flag whether the key itself is named."""
     kind, value = err["type"], err.get("input")
@@ -143,6 +152,8 @@ def _message(err: dict, model: type[BaseModel], loc: tuple) -> tuple[str, bool]:
         expected = ctx.get("expected_tags", "")
         if tag is None:
             return f"a tagged node is needed here (one of {expected})", False
+        if tag in _UNMODELLED:
+            return f"'!{tag}' nodes ({_UNMODELLED[tag]}) are not modelled by fusemap", False
         return f"unknown node type '!{tag}' (expected one of {expected})", False
     expected = {
         "int_type": "an integer",

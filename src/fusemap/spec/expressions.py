@@ -55,6 +55,13 @@ class ExprObject:
         """Value of ``self[key]`` inside an expression."""
         raise ExpressionError(f"'{type(self).__name__}' object is not subscriptable")
 
+    def expr_call(self, name: str, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        """Value of ``self.name(*args, **kwargs)`` inside an expression (a method call)."""
+        raise ExpressionError(
+            f"calling anything but a whitelisted function or a spec object's method not "
+            f"allowed ('{name}' is not a method of a {type(self).__name__.lstrip('_')})"
+        )
+
 
 class Scope:
     """Layered name lookup; the last layer wins, whitelisted names sit below all layers."""
@@ -144,7 +151,7 @@ def _check(tree: ast.Expression, text: str) -> None:
         bad = None
         if isinstance(node, ast.Constant) and not isinstance(node.value, int | float | str | None):
             bad = f"literal {node.value!r}"
-        elif isinstance(node, ast.Call) and not isinstance(node.func, ast.Name):
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Lambda):
             bad = "calling anything but a whitelisted function"
         elif isinstance(node, ast.Dict) and None in node.keys:
             bad = "**dict unpacking"
@@ -327,16 +334,35 @@ class _Interpreter:
         return True
 
     def _Call(self, node: ast.Call, env: dict[str, Any]) -> Any:
-        name = node.func.id  # type: ignore[attr-defined]
-        if name not in env and name not in self.scope:
-            raise ExpressionError(f"unknown function '{name}'{_suggest(name, FUNCTIONS)}")
-        fn = self._Name(node.func, env)  # type: ignore[arg-type]
+        """Whitelisted functions (by name or as a value, e.g. ``(f if c else g)(x)``) and
+        the methods spec objects offer (``Macro.get_fanout()``); nothing else is called."""
+        func = node.func
+        if isinstance(func, ast.Attribute):
+            owner = self.visit(func.value, env)
+            args, kwargs = self._arguments(node, env)
+            if not isinstance(owner, ExprObject):
+                kind = type(owner).__name__
+                raise ExpressionError(f"a {kind} has no attribute '{func.attr}' in '{self.text}'")
+            return owner.expr_call(func.attr, args, kwargs)
+        if isinstance(func, ast.Name):
+            name = func.id
+            if name not in env and name not in self.scope:
+                raise ExpressionError(f"unknown function '{name}'{_suggest(name, FUNCTIONS)}")
+            fn = self._Name(func, env)
+        else:
+            name = ast.unparse(func)
+            fn = self.visit(func, env)
         if _CALLABLE.get(id(fn)) is not fn:
-            raise ExpressionError(f"'{name}' is not a function that can be called")
-        args = [self.visit(a, env) for a in node.args]
-        kwargs = {k.arg: self.visit(k.value, env) for k in node.keywords}
+            raise ExpressionError(
+                f"'{name}' is not a function that can be called (only whitelisted functions are)"
+            )
+        args, kwargs = self._arguments(node, env)
         Guard.check()
         return fn(*args, **kwargs)
+
+    def _arguments(self, node: ast.Call, env: dict[str, Any]) -> tuple[list, dict]:
+        args = [self.visit(a, env) for a in node.args]
+        return args, {k.arg: self.visit(k.value, env) for k in node.keywords}  # type: ignore[misc]
 
     def _Attribute(self, node: ast.Attribute, env: dict[str, Any]) -> Any:
         value = self.visit(node.value, env)
@@ -434,53 +460,10 @@ def evaluate(value: Any, scope: Scope, *, location: Location | None = None) -> A
         raise (exc.located(location) if location is not None else exc) from None
 
 
-def _is_expression(value: Any) -> bool:
-    return isinstance(value, str) and not isinstance(value, QuotedStr) and to_number(value) is None
+def __getattr__(name: str) -> Any:
+    """``evaluate_fields`` and ``LazyFields`` live in :mod:`fusemap.spec.fields`."""
+    if name in ("evaluate_fields", "LazyFields"):
+        from . import fields
 
-
-def evaluate_fields(
-    raw: Mapping[str, Any],
-    scope: Scope,
-    *,
-    locate: Callable[[str], Location] | None = None,
-) -> dict[str, Any]:
-    """Evaluate sibling fields in dependency order; siblings shadow ``scope``."""
-
-    def where(field: str) -> Location:
-        return locate(field) if locate is not None else Location(key=field)
-
-    deps: dict[str, list[str]] = {field: [] for field in raw}
-    for field, value in raw.items():
-        if _is_expression(value):
-            try:
-                names = parse_expression(value).names
-            except ExpressionError as exc:
-                raise exc.located(where(field)) from None
-            deps[field] = [f for f in raw if f in names]
-
-    order: list[str] = []
-    state: dict[str, int] = {}  # 1: on the current path, 2: done
-    for root in raw:
-        if root in state:
-            continue
-        path, stack = [root], [iter(deps[root])]
-        state[root] = 1
-        while stack:
-            nxt = next(stack[-1], None)
-            if nxt is None:
-                stack.pop()
-                state[path[-1]] = 2
-                order.append(path.pop())
-            elif state.get(nxt) == 1:
-                cycle = " -> ".join([*path[path.index(nxt) :], nxt])
-                raise ExpressionError(f"cycle between fields: {cycle}", where(nxt))
-            elif nxt not in state:
-                state[nxt] = 1
-                path.append(nxt)
-                stack.append(iter(deps[nxt]))
-
-    values: dict[str, Any] = {}
-    inner = scope.child(values)
-    for field in order:
-        values[field] = evaluate(raw[field], inner, location=where(field))
-    return {field: values[field] for field in raw}
+        return getattr(fields, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -131,6 +131,55 @@ def check_mapping(spec: Spec, workload: WorkloadInfo, only: list[str] | None = N
                     f"(used by Einsum {info.name}); the path is {' -> '.join(on_path)}",
                     where(node, "component"),
                 )
+    check_unmodelled(spec.mapping, workload, node_locations(spec))
+
+
+def check_unmodelled(
+    mapping: M.Mapping, workload: WorkloadInfo, where: dict[int, Location] | None = None
+) -> None:
+    """Refuse what the format defines and fusemap does not model (one located line).
+
+    * ``binding`` on a !Storage node (distributed buffers) is not modelled.
+    * ``initial_tile_shape`` is honoured by the format only on a fused loop (shared by
+      several Einsums) over a rank variable with a stride or halo (``p + r``): fusemap
+      does not model that first tile, so it refuses it there. Anywhere else the format
+      clears it, and so does fusemap (the loop's tiles are counted as usual).
+    """
+    where = where or {}
+    branches = mapping.branches()
+    shared: dict[int, list[str]] = {}
+    for branch in branches:
+        einsum = getattr(branch[-1], "einsum", None) if branch else None
+        for node in branch:
+            shared.setdefault(id(node), []).append(einsum)
+    for node in mapping.walk():
+        at = where.get(id(node), Location())
+        if isinstance(node, M.Storage) and node.binding is not None:
+            raise SpecError(
+                "binding (distributed buffers) is not modelled by fusemap: remove it to "
+                "count the buffer as one shared memory",
+                Location(at.file, at.line, _key(at, "binding")),
+            )
+        if not isinstance(node, M.Loop) or node.initial_tile_shape is None:
+            continue
+        known = {e.name for e in workload.einsums}
+        users = [workload.einsum(e) for e in shared.get(id(node), []) if e in known]
+        halo = [
+            e.name
+            for e in users
+            if any(e.relevance(t, node.rank_variable) == "partial" for t in e.tensors)
+        ]
+        if len(users) > 1 and halo:
+            raise SpecError(
+                f"initial_tile_shape of a fused loop over '{node.rank_variable}', which has a "
+                f"stride or halo in Einsum {halo[0]}, is not modelled by fusemap (the first "
+                "tile would differ from the others); remove it",
+                Location(at.file, at.line, _key(at, "initial_tile_shape")),
+            )
+
+
+def _key(at: Location, field: str) -> str:
+    return f"{at.key}.{field}" if at.key else field
 
 
 def _suggest(name: str, names: Iterable[str]) -> str:

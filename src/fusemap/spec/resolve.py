@@ -16,7 +16,8 @@ from typing import Any
 
 from .affine import Affine, Constraint, box_bounds, parse_affine, parse_constraints
 from .errors import FusemapError, Location, SpecError
-from .expressions import Scope, evaluate, evaluate_fields
+from .expressions import Scope, evaluate
+from .fields import evaluate_fields
 from .graph import check_data_flow
 from .numbers import number
 from .sets import TensorFacts, TensorSet, evaluate_set_expression, evaluate_set_keyed_dict

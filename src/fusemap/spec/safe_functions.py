@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from fusemap.spec import limits
+from fusemap.spec.cim_functions import CIM_FUNCTIONS
 from fusemap.spec.errors import ExpressionError
 
 MAX_TEXT = 10_000
@@ -236,8 +237,10 @@ FUNCTIONS: dict[str, Callable[..., Any]] = {
     "float": float, "int": _int_fn, "str": _str, "bool": bool, "list": _collect,
     "tuple": _tuple, "enumerate": _walking(enumerate, 1), "zip": _walking(zip),
     "sorted": _sorted, "any": _walking(any), "all": _walking(all), "pow": _safe_pow,
+    **CIM_FUNCTIONS,
 }  # fmt: skip
-"""Functions every expression may call (the only callable values)."""
+"""Functions every expression may call (the only callable values); the CiM ones are
+documented in :mod:`fusemap.spec.cim_functions`."""
 
 CONSTANTS: dict[str, Any] = {
     "inf": math.inf, "pi": math.pi, "e": math.e, "nan": math.nan, "true": True, "false": False,
