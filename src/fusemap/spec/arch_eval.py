@@ -274,8 +274,11 @@ class ArchEvaluator:
                     space=space,
                     location_of_key=lambda k: self.locate(name, "bits_per_value", k),
                 )
+                # A memory stores values: more than 0 bits each. A toll may carry none of a
+                # tensor (0 bits: it costs no action there).
+                check = positive if kind == "memory" else amount
                 comp.bits_per_value = {
-                    t: positive(v, self.locate(name, "bits_per_value")) for t, v in found.items()
+                    t: check(v, self.locate(name, "bits_per_value")) for t, v in found.items()
                 }
         if kind == "memory":
             comp.size = number(fields["size"], self.locate(name, "size"), low=0, infinite=True)

@@ -85,7 +85,7 @@ class ComponentInfo:
         if tensor in act.values_per_action:
             return act.values_per_action[tensor]
         bits = self.bits_per_value.get(tensor, workload_bits)
-        return act.bits_per_action / bits
+        return act.bits_per_action / bits if bits else math.inf  # 0-bit values: no actions
 
     def value_bits(self, tensor: str, workload_bits: float) -> float:
         """Bits per value of ``tensor`` stored here."""
