@@ -31,7 +31,7 @@ formed (:func:`_exposed`; groups are also keyed by the tensors exposed on open l
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -43,7 +43,7 @@ from .join_rows import Group, join_pairs
 from .pareto import pareto_mask
 from .pmappings import PmappingTable
 from .prefix import Compatibility
-from .space import top_memory
+from .space import HOSTING, top_memory
 from .terms import tile_values
 
 Key = tuple[Compatibility, ...]
@@ -65,6 +65,9 @@ class _Piece:
     exposed: dict[str, int] = field(default_factory=dict)
     """Tensor used by another Einsum -> shallowest open level ``e + 1`` of a copy of it
     kept under ``e`` loops (levels deeper than ``max(b_prev, b_next)`` left out)."""
+    hosting: int | None = None
+    """Loops above the pmapping's virtual hosting holder (None: it has none): what it
+    shares with the users of a tensor it holds tiled, and nothing else."""
 
 
 @dataclass
@@ -143,6 +146,9 @@ def join(
                 continue
             held = [c for c in key if c.tensor not in uses and c.backing != top]
             for p in by_match.get(tuple(live[t] for t in earlier), []):
+                p = _as_host(p, held)
+                if p is None:
+                    continue  # does not share the loops of a tensor it holds tiled
                 nstate = rules.step(order, j, state, p.loops, p.b_prev, p.b_next)
                 if nstate is None:
                     continue  # would read a value not yet complete (dependencies.py)
@@ -190,9 +196,6 @@ def _pieces(j, order, table, workload, arch, accessors, memories) -> list[_Piece
         for t, c in compat.items():
             users = accessors[t]
             fused = c.backing != fusion.top[t]
-            if fused and c.depth and users != list(range(users[0], users[-1] + 1)):
-                ok = False  # the Einsums between two users would have to share its loops
-                break
             if not fused:
                 continue
             if users[0] < j:
@@ -205,11 +208,14 @@ def _pieces(j, order, table, workload, arch, accessors, memories) -> list[_Piece
                 if tile not in bits_of:
                     bits_of[tile] = _backing_bits(info, t, c, table, arch, workload)
                 adds.append((c.backing, c.depth + 1, bits_of[tile]))
-        loops = tuple((t[1], t[2]) for t in fusion.interner.prefixes[seq] if t[0] == "loop")
-        meta.append((compat, b_prev, b_next, loops, adds) if ok else None)
+        tokens = fusion.interner.prefixes[seq]
+        loops = tuple((t[1], t[2]) for t in tokens if t[0] == "loop")
+        mark = next((k for k, t in enumerate(tokens) if t[0] == "back" and t[1] == HOSTING), None)
+        hosting = None if mark is None else sum(t[0] == "loop" for t in tokens[:mark])
+        meta.append((compat, b_prev, b_next, loops, adds, hosting) if ok else None)
     # Rows whose own copies of tensors used elsewhere sit on different open levels join
     # differently: one piece per (prefix, pattern of those levels, deeper ones left out).
-    deepest = np.array([-1 if m is None else max(m[1], m[2]) for m in meta], dtype=np.int64)
+    deepest = np.array([-1 if m is None else len(m[3]) for m in meta], dtype=np.int64)
     row_deepest = deepest[inverse]
     pattern = np.where(levels <= row_deepest, levels, 0)  # (tensors, rows)
     radix = int(levels.max()) + 1 if levels.size else 1
@@ -224,10 +230,10 @@ def _pieces(j, order, table, workload, arch, accessors, memories) -> list[_Piece
     starts = np.flatnonzero(np.diff(key[rows], prepend=-1))
     out = []
     for idx in np.split(rows, starts[1:]):
-        compat, b_prev, b_next, loops, adds = meta[inverse[idx[0]]]  # type: ignore[misc]
+        compat, b_prev, b_next, loops, adds, hosting = meta[inverse[idx[0]]]  # type: ignore[misc]
         pat = pattern[:, idx[0]].tolist()
         exposed = {t: e for t, e in zip(multi, pat, strict=True) if e > 0}
-        out.append(_Piece(idx, compat, b_prev, b_next, loops, adds, exposed))
+        out.append(_Piece(idx, compat, b_prev, b_next, loops, adds, exposed, hosting))
     return out
 
 
@@ -270,7 +276,12 @@ def _copy_levels_of(table: PmappingTable, tensors: list[str]) -> dict[str, np.nd
             continue
         above = _loops_above(res, table.row[mine])
         lead = 0  # the leading top-memory nodes go to the root
-        while lead < len(holders) and holders[lead].backing and holders[lead].level == top_level:
+        while (
+            lead < len(holders)
+            and holders[lead].backing
+            and not holders[lead].virtual
+            and holders[lead].level == top_level
+        ):
             lead += 1
         for j in seen:
             level = above[:, j] + 1
@@ -333,6 +344,26 @@ def _exposed(
         if lo or hi:
             out.append((t, lo, hi))
     return tuple(out)
+
+
+def _as_host(p: _Piece, held: list[Compatibility]) -> _Piece | None:
+    """``p`` as the pmapping of an Einsum between users of the ``held`` tensors, or None.
+
+    A tensor held tiled under loops ``L`` needs the Einsums between its users to share
+    ``L``: the pmapping's first loops are ``L`` and it shares at least that many loops
+    with both neighbours. A pmapping with a virtual hosting holder exposes its loops
+    above it only for that, so it serves exactly when the deepest such ``L`` is all
+    they are (another depth has its own pmapping, the holder placed there)."""
+    need = max((c.depth for c in held), default=0)
+    if need == 0:
+        return p if p.hosting is None else None
+    if p.hosting is not None and p.hosting != need:
+        return None
+    if len(p.loops) < need or any(p.loops[: c.depth] != c.loops for c in held if c.depth):
+        return None
+    if p.b_prev >= need and p.b_next >= need:
+        return p
+    return replace(p, b_prev=max(p.b_prev, need), b_next=max(p.b_next, need))
 
 
 @dataclass

@@ -129,7 +129,8 @@ class PmappingTable:
         def rename(r: TemplateResult) -> TemplateResult:
             t = r.template
             holders = tuple(
-                Holder(tensors[h.tensor], h.component, h.level, h.backing) for h in t.holders
+                h if h.virtual else Holder(tensors[h.tensor], h.component, h.level, h.backing)
+                for h in t.holders
             )
             spatial = tuple(
                 SpatialLoop(s.component, s.dimension, s.level, v(s.var), s.trips, s.slot)
@@ -221,10 +222,13 @@ def materialize(res: TemplateResult, row: int) -> M.Mapping:
     trail = res.trail(row)
     for j, holder in enumerate(t.holders):
         here, mid = trail[j]
-        nodes.append(M.Storage(tensors=[holder.tensor], component=holder.component))
         looped = [k for k, _ in enumerate(variables) if mid[k] < here[k]]
         rank = {"relevant": 0, "partial": 1, "irrelevant": 2}
-        looped.sort(key=lambda k: (rank[relevance[holder.tensor][variables[k]]], k))
+        if holder.virtual:  # no storage node: only the loops it exposes
+            looped.sort()
+        else:
+            nodes.append(M.Storage(tensors=[holder.tensor], component=holder.component))
+            looped.sort(key=lambda k: (rank[relevance[holder.tensor][variables[k]]], k))
         for k in looped:
             nodes.append(M.Temporal(rank_variable=variables[k], tile_shape=int(mid[k])))
         current = [int(x) for x in mid]

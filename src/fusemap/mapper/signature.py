@@ -24,7 +24,7 @@ def einsum_signature(
     (``plan``: the :class:`~fusemap.mapper.ffm.FusionPlan`; None: everything may be
     fused, tiled, and the Einsum may host)."""
     fusable = None if plan is None else plan.fusable
-    untiled = frozenset() if plan is None else plan.untiled
+    held_loops = {} if plan is None else plan.held_loops
     rename = {t: f"#{i}" for i, t in enumerate(info.tensors)}
 
     def names(items) -> tuple:  # only the Einsum's own tensors matter to its mapspace
@@ -53,7 +53,9 @@ def einsum_signature(
             t in info.persistent,
             t in workload.shared,
             fusable is None or t in fusable,
-            t in untiled,
+            tuple(sorted(var.get(v, v) for v in held_loops.get(t, ())))
+            if t in held_loops
+            else None,
         )
         for t in info.tensors
     )
@@ -63,6 +65,7 @@ def einsum_signature(
     return (
         plan is None or info.name in plan.hosts,
         () if plan is None else tuple(sorted(plan.hosted.get(info.name, ()))),
+        () if plan is None else tuple(sorted(plan.host_loops.get(info.name, ()))),
         tuple((v if named else var[v], info.bounds[v]) for v in info.rank_variables),
         tensors,
         info.is_copy,

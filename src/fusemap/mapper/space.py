@@ -58,16 +58,19 @@ class MapperConfig:
     several loops, a much larger space (each split multiplies the compatibilities)."""
     fusable: frozenset[str] | None = None
     """Shared tensors that may be fused (None: all)."""
-    untiled: frozenset[str] = frozenset()
-    """Fusable tensors whose users are never consecutive in an order the join tries: an
-    Einsum between two users holds them too (hosting), so they are fused whole (no loop
-    above their backing node) or not at all."""
+    held_loops: dict[str, frozenset[str]] = field(default_factory=dict)
+    """Fusable tensors whose users are never consecutive in an order the join tries (the
+    Einsums between hold them too): the rank variables that may loop above their
+    backing node (the hosts must share those loops; none: fused whole or not at all)."""
     hosts: frozenset[str] | None = None
     """Einsums that may run while another Einsum's tensor is held (between two users of a
     fused tensor in some order); None: every Einsum. An Einsum that hosts nothing and
     fuses nothing runs alone, so its reservations decide nothing."""
     hosted: dict[str, frozenset[str]] = field(default_factory=dict)
     """Per hosting Einsum, the tensors that may be held while it runs."""
+    host_loops: dict[str, frozenset[str]] = field(default_factory=dict)
+    """Per hosting Einsum, the rank variables it may share with the users of a tensor it
+    holds tiled (its pmappings then expose those loops above a virtual node)."""
 
     def may_fuse(self, tensor: str, workload) -> bool:
         """Whether ``tensor`` is shared and may be backed below the top memory."""
@@ -106,12 +109,21 @@ def config_from_spec(spec) -> MapperConfig:
 
 @dataclass(frozen=True)
 class Holder:
-    """One storage node of a template: ``tensor`` kept in ``component``."""
+    """One storage node of a template: ``tensor`` kept in ``component``.
+
+    A *virtual* holder is no storage node: it marks how many loops a pmapping of a host
+    exposes, so the Einsums around it may share them (:data:`HOSTING`)."""
 
     tensor: str
     component: str
     level: int  # depth on the arch path
     backing: bool
+    virtual: bool = False
+
+
+HOSTING = "@hosting"
+"""Tensor name of the virtual holder: the loops above it are shared with the users of a
+tensor held tiled across the Einsum (it hosts the tensor), no storage node."""
 
 
 @dataclass(frozen=True)
@@ -385,7 +397,7 @@ def place_spatial(
     n = len(holders)
     placed = []
     for s in loops:
-        slot = next((j for j, h in enumerate(holders) if h.level >= s.level), n)
+        slot = next((j for j, h in enumerate(holders) if h.level >= s.level and not h.virtual), n)
         placed.append(SpatialLoop(s.component, s.dimension, s.level, s.var, s.trips, slot))
     return tuple(placed)
 
@@ -432,11 +444,9 @@ def templates(
         spatial = spatial_choices(info, flat)
         for b in backs:
             for hs in holder_sets(info, flat, b):
-                for order in holder_orders(hs, flat):
+                for order in _with_hosting(holder_orders(hs, flat), flat, info, config):
                     fused = (
-                        _fused_blocks(order, flat, info, shared, config.untiled)
-                        if config.fusion
-                        else []
+                        _fused_blocks(order, flat, info, shared, config) if config.fusion else []
                     )
                     for loops in spatial:
                         placed = place_spatial(order, loops)
@@ -470,8 +480,30 @@ def _dead_gaps(
     out = set()
     for j in range(len(holders) - 1):
         here, nxt = holders[j], holders[j + 1]
-        if all(h.backing and math.isinf(flat.path[h.level].size) for h in (here, nxt)):
+        if all(
+            h.backing and not h.virtual and math.isinf(flat.path[h.level].size) for h in (here, nxt)
+        ):
             out |= {(j, v) for v in info.rank_variables}
+    return out
+
+
+def _with_hosting(
+    orders: list[tuple[Holder, ...]], flat: FlatArch, info: EinsumInfo, config: MapperConfig
+) -> list[tuple[Holder, ...]]:
+    """The holder orders, and, for an Einsum that may host a tensor held tiled, each with
+    a virtual holder after the top memory's backing nodes, at every place (the loops above
+    it are the ones it shares with that tensor's users)."""
+    if not config.fusion or not config.host_loops.get(info.name):
+        return orders
+    top = flat.path[0].name if flat.path[0].kind == "memory" else None
+    mark = Holder(HOSTING, top or flat.path[0].name, 0, True, virtual=True)
+    out = list(orders)
+    for order in orders:
+        lead = 0
+        while lead < len(order) and order[lead].backing and order[lead].component == top:
+            lead += 1
+        for at in range(lead, len(order) + 1):
+            out.append(order[:at] + (mark,) + order[at:])
     return out
 
 
@@ -480,20 +512,27 @@ def _fused_blocks(
     flat: FlatArch,
     info: EinsumInfo,
     shared: frozenset[str],
-    untiled: frozenset[str] = frozenset(),
+    config: MapperConfig,
 ) -> list[tuple[int, set[tuple[int, str]]]]:
     """Per fused backing node: (position, gaps above it closed to rank variables that do
-    not index its tensor directly; to every variable for an ``untiled`` tensor)."""
+    not index its tensor directly, or that its hosts cannot share). Above a virtual
+    hosting holder only the variables the Einsum may share as a host."""
     top = next(c.name for c in flat.path if c.kind == "memory")
     out = []
     for p, h in enumerate(holders):
-        if h.backing and h.tensor in shared and h.component != top:
+        if h.virtual:
+            ok = config.host_loops.get(info.name, frozenset())
+            bad = [v for v in info.rank_variables if v not in ok]
+        elif h.backing and h.tensor in shared and h.component != top:
             bad = [
                 v
                 for v in info.rank_variables
-                if h.tensor in untiled or info.relevance(h.tensor, v) != "relevant"
+                if info.relevance(h.tensor, v) != "relevant"
+                or (h.tensor in config.held_loops and v not in config.held_loops[h.tensor])
             ]
-            out.append((p, {(g, v) for g in range(p) for v in bad}))
+        else:
+            continue
+        out.append((p, {(g, v) for g in range(p) for v in bad}))
     return out
 
 

@@ -101,10 +101,11 @@ class TemplateTiler(NodeCosts):
         self.memo = {} if memo is None else memo  # shared by the tilers of one Einsum
         top = next(c for c in flat.path if c.kind == "memory")
         # Fused backing nodes: shared tensors backed below the top memory.
-        self.fused_pos = [
+        self.fused_pos = [  # a virtual hosting holder too: the loops above it are shared
             p
             for p, h in enumerate(template.holders)
-            if config.fusion and h.backing and h.tensor in shared and h.component != top.name
+            if config.fusion
+            and (h.virtual or (h.backing and h.tensor in shared and h.component != top.name))
         ]
         self.p_max = max(self.fused_pos, default=-1)
         self.top_level = flat.path.index(top)
@@ -158,14 +159,14 @@ class TemplateTiler(NodeCosts):
         # it holds fits whole, a memory's reservations never rule anything out.
         self.res_cols: dict[str, int] = {}
         whole: dict[str, float] = {}
-        for h in template.holders:
+        for h in (x for x in template.holders if not x.virtual):
             full = {v: np.array([info.bounds[v]]) for v in self.vars}
             bits = tile_values(projection_terms(info, h.tensor), full)[0]
             comp = self.comp[h.component]
             whole[h.component] = whole.get(h.component, 0.0) + bits * comp.value_bits(
                 h.tensor, self.bits[h.tensor]
             )
-        for h in template.holders:
+        for h in (x for x in template.holders if not x.virtual):
             bounded = not math.isinf(self.comp[h.component].size)
             if whole[h.component] > self.capacity[h.component] * (1 + 1e-9) or (
                 bounded and h.component in self.join_memories
@@ -360,10 +361,13 @@ class TemplateTiler(NodeCosts):
     def _gap_tokens(self, j: int, seq: np.ndarray, here: np.ndarray, mids: np.ndarray):
         """Append gap ``j``'s loops, in the canonical order, to the fused prefixes."""
         rank = {"relevant": 0, "partial": 1, "irrelevant": 2}
-        tensor = self.t.holders[j].tensor
+        holder = self.t.holders[j]
         order = sorted(
             range(len(self.vars)),
-            key=lambda k: (rank[self.info.relevance(tensor, self.vars[k])], k),
+            key=lambda k: (
+                0 if holder.virtual else rank[self.info.relevance(holder.tensor, self.vars[k])],
+                k,
+            ),
         )
         pairs = np.concatenate([here, mids], axis=1)
         uniq, inverse = np.unique(pairs, axis=0, return_inverse=True)
