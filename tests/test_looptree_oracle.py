@@ -1,0 +1,136 @@
+"""FFM against every LoopTree: the mapper's optimum equals the independent oracle's.
+
+The oracle (``tests/looptree_oracle.py``) enumerates whole LoopTrees from the LoopTree
+grammar and scores each with the model; it shares no code with the mapper. Random tiny
+workloads (chains of 2 and 3 matmuls, a tensor read by two Einsums, a tensor read two
+Einsums after it is written, ranks of 2 to 4), 2- and 3-level architectures whose
+buffers cannot hold everything: FFM's energy, latency and EDP optima must equal the
+oracle's, and the mapping FFM returns must score, in the model, what FFM reports.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from fusemap.mapper.ffm import map_workload
+from fusemap.model.evaluate import evaluate_mapping
+from fusemap.spec.spec import load_spec
+from looptree_oracle import LoopTreeOracle
+from model_helpers import access, arch, compute_unit, einsum, memory, to_yaml, workload
+
+SHAPES = ("chain2", "chain2", "chain3", "fanout", "skip", "elementwise")
+
+
+def _mm(name, a, w, out, k, n, m="m") -> dict:
+    return einsum(name, access(a, [m, k]), access(w, [k, n]), access(out, [m, n], output=True))
+
+
+def _workload(rng: random.Random, shape: str) -> dict:
+    small = [2, 2, 3]
+    if shape == "chain2":
+        b = {"m": rng.choice([2, 3, 4]), "n0": rng.choice(small), "n1": rng.choice([2, 3, 4])}
+        b["n2"] = rng.choice(small)
+        es = [_mm("E0", "T0", "W0", "T1", "n0", "n1"), _mm("E1", "T1", "W1", "T2", "n1", "n2")]
+    elif shape == "chain3":
+        b = {"m": 2, "n0": 2, "n1": rng.choice([2, 3]), "n2": 2, "n3": 2}
+        es = [_mm(f"E{i}", f"T{i}", f"W{i}", f"T{i + 1}", f"n{i}", f"n{i + 1}") for i in range(3)]
+    elif shape == "fanout":  # T1 is read by E1 and E2
+        b = {"m": 2, "n0": 2, "n1": rng.choice([2, 3]), "n2": 2, "n3": 2}
+        es = [
+            _mm("E0", "T0", "W0", "T1", "n0", "n1"),
+            _mm("E1", "T1", "W1", "T2", "n1", "n2"),
+            _mm("E2", "T1", "W2", "T3", "n1", "n3"),
+        ]
+    elif shape == "skip":  # A is written by E0 and read by E2, after E1
+        b = {"m": 2, "n": rng.choice([2, 3]), "k": 2}
+        es = [
+            _mm("E0", "X", "W0", "A", "k", "n"),
+            _mm("E1", "Y", "W1", "B", "k", "n"),
+            einsum(
+                "E2",
+                access("A", ["m", "n"]),
+                access("B", ["m", "n"]),
+                access("C", ["m", "n"], output=True),
+            ),  # fmt: skip
+        ]
+    else:  # a matmul, then an elementwise product with a third tensor
+        b = {"m": rng.choice([2, 3, 4]), "k": 2, "n": rng.choice([2, 3, 4])}
+        es = [
+            _mm("E0", "X", "W", "A", "k", "n"),
+            einsum(
+                "E1",
+                access("A", ["m", "n"]),
+                access("S", ["m", "n"]),
+                access("B", ["m", "n"], output=True),
+            ),  # fmt: skip
+        ]
+    return workload(b, *es), b
+
+
+def _arch(rng: random.Random, levels: int, gb_bits: int) -> dict:
+    tp = lambda: rng.choice(["inf", 2, 4])  # noqa: E731
+    nodes = [
+        memory(
+            "DRAM",
+            "inf",
+            rng.choice([20, 50, 100]),
+            rng.choice([20, 50, 100]),
+            read_tp=tp(),
+            write_tp=tp(),
+            tensors={"keep": "~Intermediates", "may_keep": "All"},
+        ),  # fmt: skip
+        memory(
+            "GB",
+            gb_bits,
+            rng.choice([1, 2, 4]),
+            rng.choice([1, 2, 4]),
+            read_tp=tp(),
+            tensors={"may_keep": "All"},
+        ),  # fmt: skip
+    ]
+    if levels == 3:
+        nodes.append(memory("RF", rng.choice([8, 16]), 0.5, 0.5, tensors={"may_keep": "All"}))
+    nodes.append(compute_unit("MAC", rng.choice([1, 2]), throughput=rng.choice([1, 2])))
+    return arch(*nodes)
+
+
+def _spec(seed: int, tmp_path):
+    rng = random.Random(seed)
+    shape = SHAPES[seed % len(SHAPES)]
+    wl, bounds = _workload(rng, shape)
+    sizes = {}
+    for e in wl["workload"]["einsums"]:
+        for a in e["tensor_accesses"]:
+            sizes[a["name"]] = math.prod(bounds[v] for v in a["projection"])
+    biggest = max(sizes.values()) * 8
+    levels = 3 if seed % 5 == 4 and shape in ("chain2", "elementwise") else 2
+    gb = rng.choice([biggest // 2, biggest, 2 * biggest])
+    path = tmp_path / f"case{seed}.yaml"
+    path.write_text(to_yaml({**_arch(rng, levels, max(gb, 16)), **wl}))
+    return load_spec(path), shape
+
+
+CASES = range(48)
+
+
+@pytest.mark.oracle
+@pytest.mark.parametrize("seed", CASES)
+def test_ffm_equals_every_looptree(seed, tmp_path):
+    spec, _ = _spec(seed, tmp_path)
+    best = LoopTreeOracle(spec).solve()
+    for objective in ("energy", "latency", "edp"):
+        outcome = map_workload(spec, objective)
+        r = outcome.best.result
+        got = {"energy": r.energy, "latency": r.latency, "edp": r.energy * r.latency}[objective]
+        assert got == pytest.approx(best[objective].value, rel=1e-9), (
+            objective,
+            got,
+            best[objective].value,
+            best[objective].mapping.to_yaml(),
+        )
+        again = evaluate_mapping(spec, outcome.best.mapping)
+        assert again.energy == pytest.approx(r.energy, rel=1e-9)
+        assert again.latency == pytest.approx(r.latency, rel=1e-9)
