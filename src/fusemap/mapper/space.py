@@ -125,6 +125,12 @@ HOSTING = "@hosting"
 """Tensor name of the virtual holder: the loops above it are shared with the users of a
 tensor held tiled across the Einsum (it hosts the tensor), no storage node."""
 
+ROOT = "@root"
+"""Tensor name of the virtual holder that stands for the top of the tree when every
+tensor of an Einsum is fused (no top-memory backing node): loops go below a holder, so
+without it nothing could sit above the first fused backing node (an elementwise Einsum
+between two fused tensors, e.g. a softmax, would lose every shared loop)."""
+
 
 @dataclass(frozen=True)
 class SpatialLoop:
@@ -444,7 +450,8 @@ def templates(
         spatial = spatial_choices(info, flat)
         for b in backs:
             for hs in holder_sets(info, flat, b):
-                for order in _with_hosting(holder_orders(hs, flat), flat, info, config):
+                orders = [_with_root(o, flat) for o in holder_orders(hs, flat)]
+                for order in _with_hosting(orders, flat, info, config):
                     fused = (
                         _fused_blocks(order, flat, info, shared, config) if config.fusion else []
                     )
@@ -487,6 +494,14 @@ def _dead_gaps(
     return out
 
 
+def _with_root(order: tuple[Holder, ...], flat: FlatArch) -> tuple[Holder, ...]:
+    """``order`` with a virtual :data:`ROOT` holder first when no holder is in the top
+    memory (so the loops above its first node have a gap)."""
+    if not order or order[0].level == 0 or flat.path[0].kind != "memory":
+        return order
+    return (Holder(ROOT, flat.path[0].name, 0, True, virtual=True), *order)
+
+
 def _with_hosting(
     orders: list[tuple[Holder, ...]], flat: FlatArch, info: EinsumInfo, config: MapperConfig
 ) -> list[tuple[Holder, ...]]:
@@ -520,6 +535,8 @@ def _fused_blocks(
     top = next(c.name for c in flat.path if c.kind == "memory")
     out = []
     for p, h in enumerate(holders):
+        if h.virtual and h.tensor == ROOT:
+            continue
         if h.virtual:
             ok = config.host_loops.get(info.name, frozenset())
             bad = [v for v in info.rank_variables if v not in ok]

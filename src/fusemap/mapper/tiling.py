@@ -22,7 +22,7 @@ from ..spec.arch_eval import FlatArch
 from ..spec.resolve import EinsumInfo
 from .pareto import pareto_mask
 from .prefix import PrefixInterner
-from .space import MapperConfig, Template, candidate_sizes, next_sizes
+from .space import ROOT, MapperConfig, Template, candidate_sizes, next_sizes
 from .stage import Layout, Stage
 from .template_result import TemplateResult
 from .terms import node_terms, reservation_sizes, tile_values
@@ -105,7 +105,10 @@ class TemplateTiler(NodeCosts):
             p
             for p, h in enumerate(template.holders)
             if config.fusion
-            and (h.virtual or (h.backing and h.tensor in shared and h.component != top.name))
+            and (
+                (h.virtual and h.tensor != ROOT)
+                or (h.backing and h.tensor in shared and h.component != top.name)
+            )
         ]
         self.p_max = max(self.fused_pos, default=-1)
         self.top_level = flat.path.index(top)
