@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import os
+import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -58,9 +59,11 @@ def dask_client(
         from dask.distributed import Client, LocalCluster
 
         n = max(1, min(workers or machine_cores(), tasks))
-        cluster = LocalCluster(
-            n_workers=n, threads_per_worker=1, processes=True, silence_logs=logging.ERROR
-        )
+        with warnings.catch_warnings():  # port 8787 taken: the dashboard moves, and says where
+            warnings.filterwarnings("ignore", message="Port .* is already in use")
+            cluster = LocalCluster(
+                n_workers=n, threads_per_worker=1, processes=True, silence_logs=logging.ERROR
+            )
         client = Client(cluster)
         where = f"a local cluster of {n} worker{'s' if n > 1 else ''}"
     try:

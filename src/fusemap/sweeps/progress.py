@@ -17,13 +17,14 @@ class SweepProgress:
 
     @contextmanager
     def phase(self, description: str, total: int) -> Iterator[Callable[[int, int], None]]:
-        """A transient bar; yields ``step(done, total)``."""
-        if not self.enabled:
+        """A transient bar (on a terminal only); yields ``step(done, total)``."""
+        console = _console()
+        if not self.enabled or not console.is_terminal:
             yield lambda done, total: None
             return
         from rich.progress import Progress
 
-        with Progress(transient=True, console=_console()) as bar:
+        with Progress(transient=True, console=console) as bar:
             task = bar.add_task(description, total=total)
             yield lambda done, total: bar.update(task, completed=done, total=total)
 
