@@ -229,3 +229,28 @@ def test_records_round_trip_through_parquet(tmp_path):
     assert list(frame.BUF) == ["1", "x"]  # one column type for the variable: text
     assert list(frame.status) == ["ok", "error"] and frame.edp.iloc[0] == 2.0
     assert not [p for p in store.points.iterdir() if p.name.startswith(".")]  # no temp files
+
+
+def test_the_example_sweep_loads_every_point():
+    from pathlib import Path
+
+    example = Path(__file__).resolve().parents[1] / "examples/sweeps/transformer.yaml"
+    plan = load_sweep(example)
+    assert plan.names == ("BUFFER_KIB", "S") and plan.fixed == {"D": 64, "H": 2}
+    points = prepare_points(plan)
+    assert [p.values for p in points][:2] == [
+        {"BUFFER_KIB": 16, "S": 32},
+        {"BUFFER_KIB": 16, "S": 64},
+    ]
+    assert len(points) == 9 and all(p.spec is not None for p in points)
+
+
+def test_lower_layers_never_import_the_sweeps():
+    """spec -> model -> mapper -> report -> sweeps, cli: nothing below reaches up."""
+    from pathlib import Path
+
+    src = Path(__file__).resolve().parents[1] / "src/fusemap"
+    for layer in ("spec", "model", "mapper", "analysis", "report"):
+        for path in (src / layer).rglob("*.py"):
+            imports = re.findall(r"^\s*(?:from|import) (\S+)", path.read_text(), re.M)
+            assert not [m for m in imports if "sweeps" in m or m.endswith("cli")], path
