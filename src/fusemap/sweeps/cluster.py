@@ -48,8 +48,6 @@ def dask_client(
 ) -> Iterator[Any]:
     """A client of the cluster: at ``scheduler`` (``workers``: wait for that many), or a
     local one of ``workers`` processes (default: the machine's cores, at most ``tasks``)."""
-    if workers is not None and workers < 1:
-        raise FusemapError(f"--workers must be at least 1 (got {workers})")
     address = scheduler_address(scheduler)
     cluster = None
     if address:

@@ -13,6 +13,7 @@ from typing import Any
 
 from ..report.io import protect_inputs
 from ..spec import limits
+from ..spec.errors import FusemapError
 from .plan import SweepPlan, load_sweep
 from .points import Point, prepare_points
 from .progress import SweepProgress
@@ -71,6 +72,8 @@ def run_sweep(
     ``DASK_SCHEDULER_ADDRESS``) names an existing cluster, else a local cluster of
     ``workers`` processes starts. ``retry_failed`` runs the recorded failures again."""
     start = time.perf_counter()
+    if workers is not None and workers < 1:
+        raise FusemapError(f"--workers must be at least 1 (got {workers})")
     say: Echo = echo or (lambda line: None)
     plan = load_sweep(sweep_file)
     store = ResultStore(out if out is not None else default_folder(sweep_file), plan)
