@@ -254,3 +254,19 @@ def test_lower_layers_never_import_the_sweeps():
         for path in (src / layer).rglob("*.py"):
             imports = re.findall(r"^\s*(?:from|import) (\S+)", path.read_text(), re.M)
             assert not [m for m in imports if "sweeps" in m or m.endswith("cli")], path
+
+
+def test_the_pareto_front_over_points():
+    from fusemap.sweeps.plots import _labels, pareto_front
+
+    def rec(i, energy, latency):
+        return PointRecord(
+            f"k{i}", i, {"X": i}, OK, "energy", "map", energy=energy, latency=latency
+        )
+
+    points = [rec(0, 5, 1), rec(1, 3, 2), rec(2, 4, 3), rec(3, 3, 2), rec(4, 1, 9), rec(5, 2, 9)]
+    front = pareto_front(points)
+    assert [r.index for r in front] == [0, 1, 4]  # 3 ties 1 (first wins); 2 and 5 dominated
+    labels = {where: text for text, where in _labels(points, front)}
+    assert labels[(2, 3)] == "2: X=1 (also 4)"
+    assert labels[(3, 4)] == "#3" and labels[(9, 2)] == "#6"

@@ -18,6 +18,7 @@ QUANTITIES = (("energy", "J"), ("latency", "s"), ("edp", "J·s"), ("area", "m²"
 MAX_LEGEND = 8
 MAX_LABELS = 8
 MAX_TICKS = 12
+MAX_NUMBERED = 60
 
 
 def write_sweep_plots(outcome: SweepOutcome, folder: str | Path) -> list[Path]:
@@ -143,9 +144,10 @@ def pareto_plot(ok: list[PointRecord], out: Path) -> Path:
     ax.step(fx, fy, where="post", color="#1d4ed8", lw=1)
     ax.scatter(fx, fy, color="#1d4ed8", zorder=3, s=22, label="Pareto front")
     labelled = front if len(front) <= MAX_LABELS else _bests(front)
-    for r in labelled:
-        ax.annotate(f"{r.index + 1}: {point_label(r)}", ((r.latency or 0.0) / sl, (r.energy or 0.0) / se),
-                    textcoords="offset points", xytext=(5, 4), fontsize=7)  # fmt: skip
+    for text, (x, y) in _labels(ok, labelled):
+        grey = {} if text[0] != "#" else {"fontsize": 6, "color": "#6b7280"}
+        ax.annotate(text.lstrip("#"), (x / sl, y / se), textcoords="offset points",
+                    xytext=(5, 4) if not grey else (4, -8), **({"fontsize": 7} | grey))  # fmt: skip
     ax.set_xlabel(f"latency ({ul})" if ul else "latency")
     ax.set_ylabel(f"energy ({ue})" if ue else "energy")
     ax.set_title(f"Energy-latency front: {len(front)} of {len(ok)} points", fontsize=10)
@@ -153,6 +155,27 @@ def pareto_plot(ok: list[PointRecord], out: Path) -> Path:
     ax.legend(fontsize=8)
     fig.tight_layout()
     return save_figure(fig, out)
+
+
+def _labels(
+    ok: list[PointRecord], labelled: list[PointRecord]
+) -> list[tuple[str, tuple[float, float]]]:
+    """A label per place: the labelled points' variables (``1: S=32 (also 4, 7)`` when
+    others lie on it), the other points' numbers (``#5, 8``; up to MAX_NUMBERED points)."""
+    places: dict[tuple[float, float], list[PointRecord]] = {}
+    for r in ok:
+        places.setdefault((r.latency or 0.0, r.energy or 0.0), []).append(r)
+    named = {r.index for r in labelled}
+    out = []
+    for where, members in places.items():
+        main = [r for r in members if r.index in named]
+        rest = ", ".join(str(r.index + 1) for r in members if r.index not in named)
+        if main:
+            also = f" (also {rest})" if rest and len(ok) <= MAX_NUMBERED else ""
+            out.append((f"{main[0].index + 1}: {point_label(main[0])}{also}", where))
+        elif len(ok) <= MAX_NUMBERED:
+            out.append((f"#{rest}", where))
+    return out
 
 
 def _bests(front: list[PointRecord]) -> list[PointRecord]:

@@ -3,6 +3,7 @@ folder, send the rest to Dask workers, and write each record as its point finish
 
 from __future__ import annotations
 
+import itertools
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -140,27 +141,40 @@ def _client(
 
 
 def _run(client: Any, plan: SweepPlan, todo: list[Point]) -> Iterator[PointRecord]:
-    """Submit every point; yield each record as its point finishes. A point lost to the
-    cluster (its worker died, ...) yields a LOST record; Ctrl-C cancels the rest."""
+    """Submit the points, a few more than the workers' threads at a time (so the
+    scheduler holds few specs, and workers that join later get work); yield each
+    record as its point finishes. A point lost to the cluster (its worker died, ...)
+    yields a LOST record; Ctrl-C cancels the rest."""
     from dask.distributed import as_completed
 
     now = limits.current()
-    futures = {}
-    for p in todo:
-        task = PointTask(p, plan.objective, plan.orders, plan.mode == "evaluate", now)
-        key = f"fusemap-point-{p.index}-{uuid.uuid4().hex}"
-        futures[client.submit(run_point, task, key=key, pure=False)] = p
+    waiting = iter(todo)
+    futures: dict[Any, Point] = {}
+    running = as_completed()
+
+    def submit_more() -> None:
+        room = 2 * sum(client.nthreads().values()) + 2 - len(futures)
+        for p in itertools.islice(waiting, max(room, 0)):
+            task = PointTask(p, plan.objective, plan.orders, plan.mode == "evaluate", now)
+            key = f"fusemap-point-{p.index + 1}-{uuid.uuid4().hex}"
+            future = client.submit(run_point, task, key=key, pure=False)
+            futures[future] = p
+            running.add(future)
+
     try:
-        for future in as_completed(list(futures)):
+        submit_more()
+        for future in running:
             p = futures.pop(future)
             if future.status == "finished":
-                yield future.result()
+                record = future.result()
             else:
                 exc = future.exception() if future.status == "error" else None
                 why = f"{type(exc).__name__}: {exc}" if exc else future.status
-                yield PointRecord(p.key, p.index, p.values, LOST, plan.objective, plan.mode,
-                                  error=f"lost to the cluster ({why}); a rerun tries again")  # fmt: skip
+                record = PointRecord(p.key, p.index, p.values, LOST, plan.objective, plan.mode,
+                                     error=f"lost to the cluster ({why}); a rerun tries again")  # fmt: skip
             future.release()
+            submit_more()
+            yield record
     finally:
         if futures:  # interrupted: do not leave work behind on a shared cluster
             client.cancel(list(futures))
