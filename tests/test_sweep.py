@@ -195,3 +195,31 @@ def test_an_unreachable_scheduler_is_one_line(tmp_path, monkeypatch, capsys):
         "error: cannot reach the Dask scheduler at 'tcp://127.0.0.1:9'"
     )
     assert len(out.strip().splitlines()) == 1, out
+
+
+def test_points_are_submitted_a_few_at_a_time(tmp_path, cluster, monkeypatch):
+    """At most twice the workers' threads plus 2 points wait on the cluster at once."""
+    sweep = SIX_POINTS.replace("BUF: [1, 4]", "BUF: [1, 2, 3, 4]").replace(
+        "{from: 4, to: 16, factor: 2}", "[4, 8]"
+    )
+    path = write_specs(tmp_path, sweep)
+    submitted = []
+    submit = cluster.submit
+
+    def counting(*args, **kwargs):
+        future = submit(*args, **kwargs)
+        submitted.append(future)
+        return future
+
+    in_flight = []
+    monkeypatch.setattr(cluster, "submit", counting)
+    monkeypatch.setattr(
+        ResultStore, "write",
+        lambda self, record, write=ResultStore.write: (
+            in_flight.append((len(submitted), sum(not f.done() for f in submitted))),
+            write(self, record))[1],
+    )  # fmt: skip
+    outcome = run_sweep(path, tmp_path / "out", client=cluster)
+    assert outcome.count("ok") == 8 and len(submitted) == 8
+    assert in_flight[0][0] == 2 * 2 + 2 + 1  # the first 6, then one per finished point
+    assert max(n for _, n in in_flight) <= 2 * 2 + 2
