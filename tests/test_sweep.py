@@ -223,3 +223,15 @@ def test_points_are_submitted_a_few_at_a_time(tmp_path, cluster, monkeypatch):
     assert outcome.count("ok") == 8 and len(submitted) == 8
     assert in_flight[0][0] == 2 * 2 + 2 + 1  # the first 6, then one per finished point
     assert max(n for _, n in in_flight) <= 2 * 2 + 2
+
+
+def test_the_callers_limits_travel_to_the_workers(tmp_path, cluster):
+    """The workers are other processes: without the task's limits they would use the
+    defaults (evaluation_seconds = 120) and every point would map."""
+    from fusemap.spec import limits
+
+    limits.configure(evaluation_seconds=1e-6)
+    path = write_specs(tmp_path, SIX_POINTS.replace("{from: 4, to: 16, factor: 2}", "[4]"))
+    frame = run_sweep(path, tmp_path / "out", client=cluster).frame()
+    assert list(frame.status) == ["error", "error"]
+    assert all("limit evaluation_seconds = 1e-06" in e for e in frame.error)
