@@ -62,7 +62,7 @@ def captured(monkeypatch):
         _Captured.figure = fig
         return Path(out)
 
-    monkeypatch.setattr(plots, "_save", keep)
+    monkeypatch.setattr(plots, "save_figure", keep)
     return _Captured
 
 

@@ -20,6 +20,7 @@ __all__ = [
     "load_spec",
     "map_workload",
     "pmappings",
+    "sweep",
     "write_report",
     "to_frame",
 ]
@@ -61,6 +62,23 @@ def map_workload(spec: Spec, objective: str = "energy", **options: Any):
     from .mapper.ffm import map_workload as run
 
     return run(spec, objective, **options)
+
+
+def sweep(sweep_file: str | Path, out: str | Path | None = None, **options: Any):
+    """Run the sweep of ``sweep_file`` (as ``fusemap sweep``) and return a pandas
+    DataFrame, one row per point: the swept variables, status, energy, latency, EDP,
+    area, ``energy.<component>``, fused tensors, mapper statistics, wall time.
+
+    Results go to ``out`` (default ``<sweep name>-results``) as a Parquet dataset; points
+    finished there before are read, not run again. Options: ``client`` (a Dask client to
+    use), else ``scheduler`` (or ``DASK_SCHEDULER_ADDRESS``), else a local cluster of
+    ``workers`` processes (default: one per core); ``retry_failed``; ``progress``
+    (a progress bar and messages). See ``fusemap.sweeps.run_sweep``."""
+    from .sweeps.run import run_sweep
+
+    if options.get("progress"):
+        options.setdefault("echo", print)
+    return run_sweep(sweep_file, out, **options).frame()
 
 
 def to_frame(obj: Any):

@@ -1,4 +1,5 @@
-"""The ``fusemap`` command line: check, render, evaluate, map, report, diff, passes, demo.
+"""The ``fusemap`` command line: check, render, evaluate, map, sweep, report, diff, passes,
+demo.
 
 Every user error prints one line (``file:line: key: message``) and exits with status 2;
 ``--debug`` shows the traceback instead.
@@ -42,6 +43,15 @@ Plots = Annotated[
     typer.Option("--plots", help="Write every plot (energy, latency, area, ...) in this folder."),
 ]
 Log = Annotated[bool, typer.Option("--log", help="Log scale on the plots.")]
+Scheduler = Annotated[
+    str | None,
+    typer.Option(
+        "--scheduler",
+        envvar="DASK_SCHEDULER_ADDRESS",
+        help="Address of a running Dask scheduler (e.g. tcp://host:8786).",
+        show_default=False,
+    ),
+]
 
 
 @app.callback()
@@ -247,9 +257,11 @@ def map_(
             "its answer (FFM 6.3); 0: exact join only. The answer is the same either way.",
         ),
     ] = 0.0,
+    scheduler: Scheduler = None,
 ) -> None:
     """Find the optimal fused mapping of the workload (FFM). With --einsum: the best
-    pmapping of one Einsum alone."""
+    pmapping of one Einsum alone. With --scheduler, the pmappings are generated on the
+    Dask cluster's workers (the result is the same)."""
     spec = _load([arch, workload, *(extra or [])], define, allow_unused)
     spec.require("arch", "workload")
     _outputs(spec, json_out, None, out)
@@ -262,17 +274,79 @@ def map_(
 
         if objective == "pareto":
             raise FusemapError("--objective pareto needs the whole workload (drop --einsum)")
+        if scheduler:
+            raise FusemapError("--scheduler maps the whole workload on a cluster (drop --einsum)")
         map_einsum(
             spec, einsum, objective, out=out, json_out=json_out, echo=typer.echo, quiet=quiet,
             report=report, plots=plots, log=log, command=_command(),
         )  # fmt: skip
         return
+    from contextlib import nullcontext
+
     from .mapper.run import map_whole
 
-    map_whole(
-        spec, objective, orders=orders, jobs=jobs, out=out, json_out=json_out, echo=typer.echo,
-        epsilon=epsilon, quiet=quiet, report=report, plots=plots, log=log, command=_command(),
+    cluster = nullcontext(jobs)
+    if scheduler:
+        from .sweeps.cluster import joblib_on_cluster
+
+        cluster = joblib_on_cluster(scheduler)  # type: ignore[assignment]
+    with cluster as workers:
+        map_whole(
+            spec, objective, orders=orders, jobs=workers, out=out, json_out=json_out,
+            echo=typer.echo, epsilon=epsilon, quiet=quiet, report=report, plots=plots, log=log,
+            command=_command(),
+        )  # fmt: skip
+
+
+@app.command()
+def sweep(
+    sweep_file: Annotated[Path, typer.Argument(help="The sweep file (YAML)", show_default=False)],
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "-o",
+            "--out",
+            help="Results folder (default: <sweep file name>-results).",
+            show_default=False,
+        ),
+    ] = None,
+    scheduler: Scheduler = None,
+    workers: Annotated[
+        int | None,
+        typer.Option(
+            "--workers",
+            help="Local cluster: worker processes (default: one per core); with "
+            "--scheduler: wait for this many workers.",
+            show_default=False,
+        ),
+    ] = None,
+    retry_failed: Annotated[
+        bool, typer.Option("--retry-failed", help="Run the points that failed before again.")
+    ] = False,
+    plots: Annotated[
+        bool, typer.Option("--plots/--no-plots", help="Write the plots (RESULTS/plots/).")
+    ] = True,
+) -> None:
+    """Map (or evaluate) every point of a design-space sweep on a Dask cluster; one
+    Parquet file per finished point in RESULTS/points/, a summary and plots. A rerun
+    runs only the points not finished yet."""
+    from .report.tables import print_group
+    from .sweeps.plots import write_sweep_plots
+    from .sweeps.run import run_sweep
+    from .sweeps.summary import sweep_summary
+
+    outcome = run_sweep(
+        sweep_file, out, scheduler=scheduler, workers=workers, retry_failed=retry_failed,
+        progress=True, echo=typer.echo,
     )  # fmt: skip
+    print_group(sweep_summary(outcome))
+    typer.echo(f"results: {outcome.folder / 'points'} (Parquet: pandas.read_parquet)")
+    if plots:
+        written = write_sweep_plots(outcome, outcome.folder / "plots")
+        if written:
+            typer.echo("wrote " + " and ".join(str(p) for p in written))
+    if outcome.count("lost"):
+        raise typer.Exit(1)
 
 
 @app.command()

@@ -19,7 +19,8 @@ PLOTS = ("energy", "latency", "area", "tensors", "levels")
 """Plots of one result (``write_plots`` writes them all); ``pareto`` needs a front."""
 
 
-def _pyplot():
+def pyplot():
+    """matplotlib.pyplot on the Agg backend (no display needed)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -28,9 +29,10 @@ def _pyplot():
     return plt
 
 
-def _save(fig, out: str | Path) -> Path:
+def save_figure(fig, out: str | Path) -> Path:
+    """Write ``fig`` to ``out`` atomically (format from the extension) and close it."""
     check_plot(out)
-    plt = _pyplot()
+    plt = pyplot()
     buf = io.BytesIO()
     fig.savefig(buf, format=Path(out).suffix.lstrip(".").lower() or "png", dpi=120)
     plt.close(fig)
@@ -49,7 +51,7 @@ def _bars(
     what: str = "energy",
 ) -> Path:
     """Bars per label, one colour per series: stacked (linear) or side by side (log)."""
-    plt = _pyplot()
+    plt = pyplot()
     series = {k: v for k, v in series.items() if any(v)} or series  # no empty legend entries
     totals = [sum(v[i] for v in series.values()) for i in range(len(labels))]
     largest = max(totals if stacked else [x for v in series.values() for x in v], default=0.0)
@@ -85,7 +87,7 @@ def _bars(
     ax.legend(fontsize=8, loc="best")
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
-    return _save(fig, out)
+    return save_figure(fig, out)
 
 
 def energy_breakdown(result: Result, out: str | Path, log: bool = False) -> Path:
@@ -112,7 +114,7 @@ def latency_breakdown(result: Result, out: str | Path, log: bool = False) -> Pat
 
 def area_breakdown(result: Result, out: str | Path, log: bool = False) -> Path:
     """Area per component (horizontal bars)."""
-    plt = _pyplot()
+    plt = pyplot()
     names = list(result.components)
     values = [result.components[c].area for c in names]
     scale, unit = area_scale(max(values, default=0.0) or 1e-6)
@@ -126,7 +128,7 @@ def area_breakdown(result: Result, out: str | Path, log: bool = False) -> Path:
     ax.set_title(f"Area per component (total {area_total:.4g} {unit})", fontsize=10)
     ax.grid(axis="x", alpha=0.3)
     fig.tight_layout()
-    return _save(fig, out)
+    return save_figure(fig, out)
 
 
 def tensor_breakdown(result: Result, out: str | Path, log: bool = False) -> Path:
@@ -162,7 +164,7 @@ def level_breakdown(result: Result, out: str | Path, log: bool = False) -> Path:
 
 def pareto_plot(points: Sequence, out: str | Path, log: bool = False) -> Path:
     """The energy-latency front: one numbered point per mapping (``.result``)."""
-    plt = _pyplot()
+    plt = pyplot()
     results = [m.result for m in points]
     unit_e = "energy" in results[0].unitless if results else False
     unit_l = "latency" in results[0].unitless if results else False
@@ -184,7 +186,7 @@ def pareto_plot(points: Sequence, out: str | Path, log: bool = False) -> Path:
     ax.set_title(f"Energy-latency Pareto front ({len(points)} mappings)", fontsize=10)
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    return _save(fig, out)
+    return save_figure(fig, out)
 
 
 def _use(result: Result, einsum: str, component: str, what: str) -> float:

@@ -53,6 +53,8 @@ class Limits:
     """Time all expressions may take together in one command (loading a spec, mapping
     it): the arch is evaluated once per Einsum, and the model evaluates total_latency
     for every tile shape the mapper scores, so a slow expression is paid many times."""
+    sweep_points: int = 100_000
+    """Points one sweep may have (every value range, and their product or zip)."""
 
 
 _DEFAULTS = Limits()

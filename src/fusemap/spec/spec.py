@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Sequence
 from collections.abc import Mapping as MappingABC
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +72,7 @@ class Spec(SpecModel):
     _read: list[str] = PrivateAttr(default_factory=list)  # every file read, includes too
     _einsum_paths: list[tuple[str | int, ...]] | None = PrivateAttr(default=None)
     _variables: dict[str, Any] = PrivateAttr(default_factory=dict)  # the Jinja variables
+    _referenced: frozenset[str] = PrivateAttr(default=frozenset())  # names templates read
 
     @property
     def inputs(self) -> dict[str, Any]:
@@ -81,6 +82,20 @@ class Spec(SpecModel):
             "read": list(self._read),
             "variables": dict(self._variables),
         }
+
+    @property
+    def referenced(self) -> frozenset[str]:
+        """Names the templates read: the Jinja variables that can change this spec."""
+        return self._referenced
+
+    def digest(self) -> str:
+        """SHA-256 (hex) of the rendered, combined spec data: equal for two loads that
+        read the same values, whatever the files and variables that wrote them."""
+        import hashlib
+        import json
+
+        text = json.dumps(canonical_data(self._data), separators=(",", ":"))
+        return hashlib.sha256(text.encode()).hexdigest()
 
     @property
     def input_files(self) -> list[str]:
@@ -191,11 +206,34 @@ def load_spec(
     spec._files = expand_paths(flat)
     spec._read = list(loaded.files)
     spec._variables = dict(variables or {})
+    spec._referenced = frozenset(loaded.referenced)
     return spec
 
 
-def check_variables_used(variables: MappingABC[str, Any], referenced: set[str]) -> None:
-    """Refuse variables that no template reads, with the closest name they do read."""
+def canonical_data(value: Any) -> Any:
+    """Plain JSON data that tells apart what the loader tells apart (a quoted string is
+    a literal, not an expression; 1 and 1.0 and "1" differ)."""
+    if isinstance(value, MappingABC):
+        return [type(value).__name__, [[str(k), canonical_data(v)] for k, v in value.items()]]
+    if isinstance(value, list | tuple):
+        return [type(value).__name__, [canonical_data(v) for v in value]]
+    if isinstance(value, str):
+        return [type(value).__name__, str(value)]
+    return [type(value).__name__, repr(value)]
+
+
+ALLOW_UNUSED = "pass --allow-unused (Python: load_spec(..., allow_unused=True))"
+
+
+def check_variables_used(
+    variables: MappingABC[str, Any],
+    referenced: set[str] | frozenset[str],
+    allow: str = ALLOW_UNUSED,
+    where: Callable[[str], Location] | None = None,
+) -> None:
+    """Refuse variables that no template reads, with the closest name they do read.
+
+    ``allow`` says how to accept them; ``where(name)`` locates one (default ``-D name``)."""
     import difflib
 
     unused = [name for name in variables if name not in referenced]
@@ -207,6 +245,6 @@ def check_variables_used(variables: MappingABC[str, Any], referenced: set[str]) 
     more = f" ({len(unused) - 1} more unused: {', '.join(unused[1:])})" if unused[1:] else ""
     raise SpecError(
         f"variable '{name}' is given but no spec file uses it{hint}{more}; "
-        "pass --allow-unused (Python: load_spec(..., allow_unused=True)) if that is intended",
-        Location(key=f"-D {name}"),
+        f"{allow} if that is intended",
+        where(name) if where else Location(key=f"-D {name}"),
     )

@@ -1,0 +1,126 @@
+"""The Dask cluster a sweep (or ``fusemap map --scheduler``) runs on: an existing one at
+an address (``--scheduler``, else ``DASK_SCHEDULER_ADDRESS``), or a local one sized to
+the machine, one single-threaded worker process per core."""
+
+from __future__ import annotations
+
+import logging
+import os
+import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from .. import __version__
+from ..spec.errors import FusemapError
+
+ENV_SCHEDULER = "DASK_SCHEDULER_ADDRESS"
+CONNECT_SECONDS = 20
+WAIT_FOR_WORKERS_SECONDS = 600
+
+
+def machine_cores() -> int:
+    """Cores this process may use."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def scheduler_address(scheduler: str | None) -> str | None:
+    """``scheduler``, else the environment's ``DASK_SCHEDULER_ADDRESS``, else None (local)."""
+    return scheduler or os.environ.get(ENV_SCHEDULER) or None
+
+
+def connect(address: str) -> Any:
+    """A Dask client of the scheduler at ``address``; one clear line if it is not there."""
+    from dask.distributed import Client
+
+    try:
+        return Client(address, timeout=CONNECT_SECONDS)
+    except (OSError, TimeoutError, ValueError) as e:
+        raise FusemapError(f"cannot reach the Dask scheduler at {address!r}: {e}") from None
+
+
+@contextmanager
+def dask_client(
+    scheduler: str | None, workers: int | None, tasks: int, echo: Callable[[str], None]
+) -> Iterator[Any]:
+    """A client of the cluster: at ``scheduler`` (``workers``: wait for that many), or a
+    local one of ``workers`` processes (default: the machine's cores, at most ``tasks``)."""
+    address = scheduler_address(scheduler)
+    cluster = None
+    if address:
+        client = connect(address)
+        where = f"the cluster at {address}"
+    else:
+        from dask.distributed import Client, LocalCluster
+
+        n = max(1, min(workers or machine_cores(), tasks))
+        with warnings.catch_warnings():  # port 8787 taken: the dashboard moves, and says where
+            warnings.filterwarnings("ignore", message="Port .* is already in use")
+            cluster = LocalCluster(
+                n_workers=n, threads_per_worker=1, processes=True, silence_logs=logging.ERROR
+            )
+        client = Client(cluster)
+        where = f"a local cluster of {n} worker{'s' if n > 1 else ''}"
+    try:
+        if address and workers:
+            echo(f"waiting for {workers} workers ...")
+            try:
+                client.wait_for_workers(workers, timeout=WAIT_FOR_WORKERS_SECONDS)
+            except TimeoutError:
+                raise FusemapError(
+                    f"fewer than {workers} Dask workers joined {address} in "
+                    f"{WAIT_FOR_WORKERS_SECONDS} s"
+                ) from None
+        check_workers(client, echo)
+        echo(f"Dask dashboard: {client.dashboard_link} ({where})")
+        yield client
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
+
+
+def check_workers(client: Any, echo: Callable[[str], None]) -> None:
+    """Every worker must run this fusemap version (the points' results depend on it)."""
+    try:
+        versions = client.run(_fusemap_version)
+    except Exception as e:  # e.g. fusemap is not installed there
+        raise FusemapError(
+            f"the Dask workers cannot run fusemap ({type(e).__name__}: {e}); install fusemap "
+            f"{__version__} on every worker"
+        ) from None
+    for worker, version in sorted(versions.items()):
+        if version != __version__:
+            raise FusemapError(
+                f"Dask worker {worker} runs fusemap {version}, this client {__version__}; "
+                "install the same version everywhere"
+            )
+    if not versions:
+        echo("note: no Dask worker has joined yet; the points wait for workers")
+
+
+def _fusemap_version() -> str:
+    from fusemap import __version__ as version
+
+    return version
+
+
+@contextmanager
+def joblib_on_cluster(scheduler: str) -> Iterator[int]:
+    """Run joblib's parallel work (the mapper's pmapping generation) on the Dask cluster
+    at ``scheduler``; yields the number of worker threads (the jobs to ask for)."""
+    import joblib
+
+    client = connect(scheduler)
+    try:
+        check_workers(client, lambda line: None)
+        threads = sum(client.nthreads().values())
+        if threads == 0:
+            raise FusemapError(f"no Dask worker has joined the scheduler at {scheduler!r}")
+        with joblib.parallel_config(backend="dask"):
+            yield max(2, threads)
+    finally:
+        client.close()
