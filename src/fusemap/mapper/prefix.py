@@ -15,6 +15,33 @@ import numpy as np
 
 Token = tuple
 
+HOSTING = "@hosting"
+"""Tensor name of the virtual hosting holder (:mod:`fusemap.mapper.space`): the loops
+above it are shared with the users of a tensor held tiled across the Einsum."""
+
+
+def canonical(prefix: tuple[Token, ...]) -> tuple[Token, ...]:
+    """``prefix`` with each hosting mark first in its run of adjacent backing nodes.
+
+    The mark is no storage node: all it says is how many loops lie above it, which its
+    place within a run of nodes (no loop between them) does not change. Templates that
+    place it at each point of one run give the same pmappings; one prefix keeps them in
+    one group (pruned together) instead of many."""
+    if not any(t[0] == "back" and t[1] == HOSTING for t in prefix):
+        return prefix
+    out: list[Token] = []
+    run: list[Token] = []
+    for t in (*prefix, ("end",)):
+        if t[0] == "back":
+            run.append(t)
+            continue
+        run.sort(key=lambda x: x[1] != HOSTING)  # stable: the others keep their order
+        out += run
+        run = []
+        if t[0] != "end":
+            out.append(t)
+    return tuple(out)
+
 
 @dataclass(frozen=True)
 class Compatibility:
@@ -42,7 +69,8 @@ class PrefixInterner:
         return {**self.__dict__, "_children": {}}  # a cache: not worth sending to the parent
 
     def intern(self, prefix: tuple[Token, ...]) -> int:
-        """The id of ``prefix`` (new ids for new prefixes)."""
+        """The id of ``prefix`` (new ids for new prefixes; see :func:`canonical`)."""
+        prefix = canonical(prefix)
         got = self._ids.get(prefix)
         if got is None:
             got = self._ids[prefix] = len(self.prefixes)

@@ -36,6 +36,7 @@ from ..spec.expressions import evaluate
 from ..spec.resolve import EinsumInfo
 from ..spec.sets import TensorSet, evaluate_set_expression
 from .divisors import MAX_SIZE, divisors
+from .prefix import HOSTING
 
 MAX_IMPERFECT_BOUND = 1024
 """Imperfect tiles are tried only for ranks this small: each size up to the bound is a
@@ -120,10 +121,6 @@ class Holder:
     backing: bool
     virtual: bool = False
 
-
-HOSTING = "@hosting"
-"""Tensor name of the virtual holder: the loops above it are shared with the users of a
-tensor held tiled across the Einsum (it hosts the tensor), no storage node."""
 
 ROOT = "@root"
 """Tensor name of the virtual holder that stands for the top of the tree when every
