@@ -2,8 +2,8 @@
 
 GPT-3 6.7B with BATCH_SIZE=1, DECODE=False, N_NEW_TOKENS=2048. Prints the time per phase,
 the peak resident memory, the energy, the fused tensors and the mapper statistics.
-Target (issue 5): under 30 s on 2 cores (the established implementation takes about
-316 s there).
+Target (issue 15): under 35 s on 2 cores with the full fused mapspace (the established
+mapper takes 370-530 s there).
 
 usage: python benchmarks/gpt3.py [--jobs 2] [--objective energy]
 """
@@ -39,7 +39,7 @@ def main() -> None:
     res = out.best.result
     st = out.statistics
     print(f"GPT-3 6.7B on tpu_v4i, objective {args.objective}, {args.jobs} workers")
-    print(f"total {total:.1f} s (target < 30 s); phases: "
+    print(f"total {total:.1f} s (target < 35 s); phases: "
           + ", ".join(f"{k} {v:.1f} s" for k, v in st.seconds.items()))  # fmt: skip
     print(f"peak RSS {max(own, kids) / 1024:.0f} MB here, {st.peak_mb:.0f} MB in a worker")
     print(f"energy {res.energy:.6g}, latency {res.latency:.6g}")
