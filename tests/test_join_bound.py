@@ -46,7 +46,7 @@ def tables_once(monkeypatch):
 def test_answer_does_not_depend_on_epsilon(objective, kib, tables_once):
     spec = _spec(kib)
     exact = map_workload(spec, objective, epsilon=0.0)
-    assert exact.statistics.dirty_bound is None and not exact.statistics.bounded
+    assert exact.statistics.dirty_bound is None
     value = {
         "energy": lambda r: r.energy,
         "latency": lambda r: r.latency,
@@ -74,11 +74,70 @@ def test_bound_keeps_exactly_the_rows_that_can_still_win():
         {},
         {},
     )
-    rest = np.array([3.0, 0.0])  # after Einsum 0, the next one costs at least 3
-    b = Bound("energy", 8.0, rest, np.array([1.0, 0.0]))
+    # Einsum 0 is joined; Einsum 1 costs at least energy 3 and latency 1.
+    least_e, least_l = np.array([1.0, 3.0]), np.array([1.0, 1.0])
+    b = Bound("energy", 8.0, least_e, least_l)
     assert list(b.keep(g, 0).energy) == [1.0, 5.0]  # 9 + 3 > 8
-    edp = Bound("edp", 24.0, rest, np.array([1.0, 0.0]))
+    edp = Bound("edp", 24.0, least_e, least_l)
     assert list(edp.keep(g, 0).energy) == [1.0, 5.0, 9.0]  # (4)(5)=20, (8)(3)=24, (12)(2)=24
-    edp = Bound("edp", 23.0, rest, np.array([1.0, 0.0]))
+    edp = Bound("edp", 23.0, least_e, least_l)
     assert list(edp.keep(g, 0).energy) == [1.0]
-    assert Bound("latency", 0.5, rest, np.array([1.0, 0.0])).keep(g, 0) is None
+    assert Bound("latency", 0.5, least_e, least_l).keep(g, 0) is None
+    assert Bound("energy", 0.0, least_e, least_l).lowest() == 4.0
+    assert Bound("edp", 0.0, least_e, least_l).lowest() == 8.0
+
+
+def test_bound_allows_the_pmappings_that_fit_beside_the_others_best():
+    """Einsum 1's row of energy e can be part of a mapping within 8 only if e + 1 <= 8
+    (Einsum 0's least energy is 1); with EDP, (e + 1)(l + 1) <= 24."""
+
+    class Table:
+        energy = np.array([3.0, 7.0, 7.5])
+        latency = np.array([5.0, 2.0, 1.0])
+
+    least_e, least_l = np.array([1.0, 3.0]), np.array([1.0, 1.0])
+    assert list(Bound("energy", 8.0, least_e, least_l).allowed(Table, 1)) == [True, True, False]
+    edp = Bound("edp", 24.0, least_e, least_l)  # (4)(6)=24, (8)(3)=24, (8.5)(2)=17
+    assert list(edp.allowed(Table, 1)) == [True, True, True]
+    edp = Bound("edp", 23.0, least_e, least_l)
+    assert list(edp.allowed(Table, 1)) == [False, False, True]
+
+
+@pytest.mark.parametrize("objective", ["energy", "latency", "edp"])
+@pytest.mark.parametrize("kib", [0.25, 0.5, 4.0])
+def test_capped_joins_give_the_unbounded_optimum(objective, kib, tables_once, monkeypatch):
+    """The joins capped just above the lower bound, then higher, then not at all (the
+    default) find what the unbounded join alone finds; with a small buffer the first cap
+    finds nothing and the next one is tried."""
+    spec = _spec(kib)
+    capped = map_workload(spec, objective)
+    monkeypatch.setattr(ffm, "DEEPENING", ())
+    alone = map_workload(spec, objective)
+    assert alone.statistics.caps == [None]
+    value = {
+        "energy": lambda r: r.energy,
+        "latency": lambda r: r.latency,
+        "edp": lambda r: r.energy * r.latency,
+    }[objective]
+    assert value(capped.best.result) == pytest.approx(value(alone.best.result), rel=1e-12)
+    caps = capped.statistics.caps
+    assert caps[-1] is None or value(capped.best.result) <= caps[-1] * (1 + 1e-9)
+
+
+@pytest.mark.parametrize("objective", ["energy", "latency", "edp"])
+def test_a_cap_that_finds_nothing_gives_way_to_the_next(objective, tmp_path, monkeypatch):
+    """Brute-force case 0: the least energy of every Einsum does not fit together, so
+    the first caps find nothing; the answer is the unbounded join's."""
+    from test_ffm_bruteforce import _case
+
+    spec = _case(0, tmp_path)
+    capped = map_workload(spec, objective)
+    assert len(capped.statistics.caps) > 1
+    monkeypatch.setattr(ffm, "DEEPENING", ())
+    alone = map_workload(spec, objective)
+    value = {
+        "energy": lambda r: r.energy,
+        "latency": lambda r: r.latency,
+        "edp": lambda r: r.energy * r.latency,
+    }[objective]
+    assert value(capped.best.result) == pytest.approx(value(alone.best.result), rel=1e-12)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -152,3 +153,18 @@ def test_a_deep_tree_of_every_kind() -> None:
         path = Path(directory) / "mapping.yaml"
         path.write_text(text, encoding="utf-8")
         assert load_spec(path).mapping == mapping
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["?0", "? a", "*a", "&b", "!c", "%d", "@e", "`f", "-", "#", ",", "[x]", "a: b", "true", "3"],
+)
+def test_names_with_yaml_indicators_load_back(name: str) -> None:
+    """Found by the property test above: ``tensors: [?0]`` read back as a mapping."""
+    mapping = M.Mapping(nodes=[M.Storage(tensors=[name, "B"], component=name)])
+    text = mapping.to_yaml()
+    with tempfile.TemporaryDirectory() as directory:
+        path = Path(directory) / "mapping.yaml"
+        path.write_text(text, encoding="utf-8")
+        loaded = load_spec(path).mapping
+    assert loaded == mapping, text

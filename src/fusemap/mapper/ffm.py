@@ -69,8 +69,9 @@ class MapStatistics:
     groups: list[int] = field(default_factory=list)  # per join step (best order)
     joined: list[int] = field(default_factory=list)  # combinations formed per step
     kept: list[int] = field(default_factory=list)  # kept after capacity and pruning
-    bounded: list[int] = field(default_factory=list)  # dropped by the dirty join's bound
+    bounded: list[int] = field(default_factory=list)  # dropped by the last join's cap
     dirty_bound: float | None = None  # objective of the dirty join's mapping
+    caps: list[float | None] = field(default_factory=list)  # cap of each join (None: none)
     seconds: dict[str, float] = field(default_factory=dict)  # per phase
     peak_mb: float = 0.0  # peak resident memory of a process generating pmappings
 
@@ -163,15 +164,20 @@ def map_workload(
         stats.dirty_bound = bound if math.isfinite(bound) else None
         stats.seconds["dirty join"] = time.perf_counter() - t
         t = time.perf_counter()
-    joins: list[Joined] = []
-    for k, order in enumerate(order_list):
-        cut = Bound.of(objective, bound, order, tables) if math.isfinite(bound) else None
-        joins.append(
-            join(order, tables, wl, arch, _join_objective(objective), memories, bound=cut,
-                 rules=rules)
-        )  # fmt: skip
-        if progress:
-            progress("join", k + 1, len(order_list))
+    caps = [bound] if math.isfinite(bound) else _deepening_caps(objective, order_list, tables)
+    for cap in caps:
+        joins: list[Joined] = []
+        for k, order in enumerate(order_list):
+            cut = Bound.of(objective, cap, order, tables) if math.isfinite(cap) else None
+            joins.append(
+                join(order, tables, wl, arch, _join_objective(objective), memories, bound=cut,
+                     rules=rules)
+            )  # fmt: skip
+            if progress:
+                progress("join", k + 1, len(order_list))
+        stats.caps.append(cap if math.isfinite(cap) else None)
+        if any(len(j.energy) for j in joins):
+            break  # within the cap: every mapping at or under it was kept
     stats.seconds["join"] = time.perf_counter() - t
     t = time.perf_counter()
     picked = _pick(joins, objective)
@@ -190,6 +196,27 @@ def map_workload(
     stats.seconds["assemble"] = time.perf_counter() - t
     stats.seconds["total"] = time.perf_counter() - start
     return MapOutcome(objective, mapped, stats, pass_bounds(spec, wl), notes)
+
+
+DEEPENING = (1e-6, 0.03, 0.15, 0.6)
+"""The caps of the bounded joins, above the lower bound (relative), tried in turn before
+the unbounded join."""
+
+
+def _deepening_caps(objective: str, order_list, tables) -> list[float]:
+    """Objective caps for the joins, lowest first, the last one infinite.
+
+    The best row of every Einsum together bounds the optimum from below (objectives add
+    up along the order). A join bounded by a cap keeps every partial mapping and every
+    pmapping that could still be part of a mapping within it, so if it finds a mapping,
+    its best one is optimal; if not, the next cap is tried. On GPT-3 the optimum is that
+    bound itself (every Einsum at its least energy), and the first cap's join is tiny."""
+    if objective == "pareto":
+        return [math.inf]
+    low = min(Bound.of(objective, 0.0, order, tables).lowest() for order in order_list)
+    if not math.isfinite(low) or low <= 0:
+        return [math.inf]
+    return [low * (1 + slack) for slack in DEEPENING] + [math.inf]
 
 
 def _join_objective(objective: str) -> str:

@@ -127,7 +127,8 @@ def join(
         )
     }  # fmt: skip
     for j, name in enumerate(order):
-        pieces = _pieces(j, order, tables[name], workload, arch, accessors, memories)
+        allowed = bound.allowed(tables[name], j) if bound is not None else None
+        pieces = _pieces(j, order, tables[name], workload, arch, accessors, memories, allowed)
         by_match: dict[tuple, list[_Piece]] = {}
         fusion = tables[name].fusion
         assert fusion is not None, "the join needs pmappings generated with fusion on"
@@ -159,11 +160,11 @@ def join(
                 dest.append((_live_key(live, p.compat, j, accessors), nstate, nexposure))
                 adds.append(p.shared_adds + hosted.adds(held, p.b_prev))
         joined = join_pairs(pairs, dest, tables[name], memories, adds)
+        if bound is not None:  # before pruning: the cut rows need not be compared
+            before = sum(len(g.energy) for g in joined.values())
+            joined = {k: g for k, g in ((k, bound.keep(g, j)) for k, g in joined.items()) if g}
+            stats.rows_bounded.append(before - sum(len(g.energy) for g in joined.values()))
         groups = _prune(joined, objective, epsilon)
-        if bound is not None:
-            before = sum(len(g.energy) for g in groups.values())
-            groups = {k: g for k, g in ((k, bound.keep(g, j)) for k, g in groups.items()) if g}
-            stats.rows_bounded.append(before - sum(len(g.energy) for g in groups.values()))
         stats.groups.append(len(groups))
         stats.group_pairs.append(len(pairs))
         stats.rows_joined.append(sum(len(g.energy) * len(p.rows) for g, p in pairs))
@@ -175,8 +176,9 @@ def join(
     return Joined(order, final.energy, final.latency, final.picks, stats)
 
 
-def _pieces(j, order, table, workload, arch, accessors, memories) -> list[_Piece]:
-    """Group one table's rows by compatibility and work out their place in the order."""
+def _pieces(j, order, table, workload, arch, accessors, memories, allowed=None) -> list[_Piece]:
+    """Group one table's rows by compatibility and work out their place in the order
+    (only the ``allowed`` rows, when given)."""
     fusion = table.fusion
     assert fusion is not None, "the join needs pmappings generated with fusion on"
     info = workload.einsum(order[j])
@@ -223,7 +225,7 @@ def _pieces(j, order, table, workload, arch, accessors, memories) -> list[_Piece
     rank = np.empty(len(seqs), dtype=np.int64)  # prefixes in order of their first row
     rank[np.argsort(first, kind="stable")] = np.arange(len(seqs))
     key = rank[inverse] * radix ** len(multi) + weights @ pattern
-    rows = np.flatnonzero(row_deepest >= 0)
+    rows = np.flatnonzero((row_deepest >= 0) if allowed is None else (row_deepest >= 0) & allowed)
     if len(rows) == 0:
         return []
     rows = rows[np.argsort(key[rows], kind="stable")]  # each piece's rows stay in order
@@ -453,28 +455,59 @@ def _prune(merged: dict[tuple, Group], objective: str, epsilon: float = 0.0) -> 
 
 @dataclass
 class Bound:
-    """The clean pass's cut: a partial mapping whose objective, completed with the best
-    row of every later Einsum, is worse than ``best`` (a mapping already found) cannot
-    be part of an optimum."""
+    """The cut of a bounded join: a partial mapping whose objective, completed with the
+    best row of every later Einsum, is worse than ``best`` cannot reach a mapping of
+    objective at most ``best``; nor can a pmapping whose objective, completed with the
+    best row of every other Einsum, is worse. Exact for every mapping within ``best``:
+    objectives only add up along the order, and a row that dominates another (no worse
+    in energy and latency) is never cut when the other is kept."""
 
     objective: str  # energy | latency | edp
     best: float
-    rest_energy: np.ndarray  # [j]: least energy of Einsums j+1.. of the order
-    rest_latency: np.ndarray
+    least_energy: np.ndarray  # [j]: least energy of the j-th Einsum of the order
+    least_latency: np.ndarray
+    floor: float = 0.0  # a lower bound of the objective known besides
 
     @classmethod
     def of(cls, objective, best, order, tables) -> Bound:
-        """The bound for ``order``, knowing a mapping of objective value ``best``."""
-        e = [float(tables[n].energy.min()) for n in order] + [0.0]
-        lat = [float(tables[n].latency.min()) for n in order] + [0.0]
-        rest_e = np.cumsum(e[::-1])[::-1][1:]
-        rest_l = np.cumsum(lat[::-1])[::-1][1:]
-        return cls(objective, best, rest_e, rest_l)
+        """The bound for ``order``, knowing (or trying) an objective value ``best``."""
+        e = np.array([float(tables[n].energy.min()) for n in order])
+        lat = np.array([float(tables[n].latency.min()) for n in order])
+        bound = cls(objective, best, e, lat)
+        if objective == "edp":  # some row of each Einsum is in the mapping
+            bound.floor = max(
+                float(bound._value(*bound._completed(tables[n], j)).min())
+                for j, n in enumerate(order)
+            )
+        return bound
+
+    def _value(self, energy, latency):
+        if self.objective == "energy":
+            return energy
+        return latency if self.objective == "latency" else energy * latency
+
+    def lowest(self) -> float:
+        """A lower bound of the objective: the best row of every Einsum together."""
+        together = float(self._value(self.least_energy.sum(), self.least_latency.sum()))
+        return max(together, self.floor)
+
+    def _completed(self, table, j: int) -> tuple[np.ndarray, np.ndarray]:
+        """Each row of the ``j``-th Einsum's table with the best rows of the others."""
+        energy = table.energy + (self.least_energy.sum() - self.least_energy[j])
+        latency = table.latency + (self.least_latency.sum() - self.least_latency[j])
+        return energy, latency
+
+    def _within(self, value) -> np.ndarray:
+        return value <= self.best * (1 + 1e-9)
 
     def keep(self, g: Group, j: int) -> Group | None:
-        """The rows of ``g`` (after Einsum ``j``) that may still reach the optimum."""
-        energy = g.energy + self.rest_energy[j]
-        latency = g.latency + self.rest_latency[j]
-        value = {"energy": energy, "latency": latency}.get(self.objective, energy * latency)
-        keep = value <= self.best * (1 + 1e-9)
+        """The rows of ``g`` (after Einsum ``j``) that may still reach ``best``."""
+        energy = g.energy + self.least_energy[j + 1 :].sum()
+        latency = g.latency + self.least_latency[j + 1 :].sum()
+        keep = self._within(self._value(energy, latency))
         return g.take(keep) if keep.any() else None
+
+    def allowed(self, table: PmappingTable, j: int) -> np.ndarray:
+        """The rows of the ``j``-th Einsum's table that may be part of a mapping within
+        ``best``."""
+        return self._within(self._value(*self._completed(table, j)))

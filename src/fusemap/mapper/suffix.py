@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -145,15 +145,16 @@ class SuffixSearch:
         return [self._key(j) for j in range(self.tiler.p_max, self.n + 1)]
 
     def _key(self, j: int) -> tuple:
+        """What the fronts of node ``j`` depend on. Positions are counted from ``j``: a
+        template with one more (virtual) holder above shares its fronts."""
         x = self.tiler
         t = x.t
         return (
-            j,
             t.compute,
             tuple(t.holders[j:]),
             tuple(  # what the nodes cost depends on the template above them too
                 (
-                    node.position,
+                    node.position - j,
                     tuple(
                         (u.component, u.action, u.tensor, u.basis, u.total, u.per_instance)
                         for u in node.terms
@@ -162,8 +163,8 @@ class SuffixSearch:
                 for node in x.nodes
                 if node.position >= j
             ),
-            tuple(s for s in t.spatial if s.slot > j),
-            tuple(sorted(b for b in t.blocked if b[0] >= j)),
+            tuple(replace(s, slot=s.slot - j) for s in t.spatial if s.slot > j),
+            tuple(sorted((b[0] - j, *b[1:]) for b in t.blocked if b[0] >= j)),
             tuple(sorted(x.res_cols)),
             tuple(sorted(x.depth_cols)),
             tuple(x.pareto_cols),

@@ -270,10 +270,12 @@ def dump_yaml(data: Any) -> str:
     while _mentions(data, prefix):
         prefix += "_"
 
-    def scalar(value: Any) -> Any:
+    def scalar(value: Any, flow: bool = False) -> Any:
         if isinstance(value, str):
             value = str(value)  # a QuotedStr from the loader is a plain string here
-        if isinstance(value, str) and _needs_escapes(value):
+        if isinstance(value, str) and (
+            _needs_escapes(value) or (flow and not _PLAIN_IN_FLOW.fullmatch(value))
+        ):
             token = f"{prefix}{len(quoted)}__"
             quoted[token] = _double_quoted(value)
             return token
@@ -290,10 +292,11 @@ def dump_yaml(data: Any) -> str:
                 out.yaml_set_ctag(_ctag(f"!{tag}"))
             return out
         if isinstance(value, list):
-            seq = CommentedSeq(convert(v) for v in value)
             if value and all(isinstance(v, (str, int, float)) for v in value):
+                seq = CommentedSeq(scalar(v, flow=True) for v in value)
                 seq.fa.set_flow_style()
-            return seq
+                return seq
+            return CommentedSeq(convert(v) for v in value)
         return scalar(value)
 
     yaml = YAML(typ="rt")
@@ -307,6 +310,10 @@ def dump_yaml(data: Any) -> str:
         text = pattern.sub(lambda m: quoted[m.group(0)], text)
     return text
 
+
+_PLAIN_IN_FLOW = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+"""Strings written plain inside ``[...]``; any other is double-quoted (ruamel writes
+``[?0]`` plain, and reads it back as a mapping)."""
 
 _ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\t": "\\t", "\r": "\\r", "{": "\\x7b"}
 
