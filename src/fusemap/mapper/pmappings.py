@@ -258,8 +258,6 @@ def generate_pmappings(
     arch: ArchEvaluator | None = None,
     progress: Callable[[int, int], None] | None = None,
     prune: bool = True,
-    energy_cap: float = np.inf,
-    least_only: bool = False,
 ) -> PmappingTable:
     """Tile every template of ``einsum`` and keep the Pareto-optimal pmappings.
 
@@ -268,8 +266,6 @@ def generate_pmappings(
     shared tensors may be backed below the top memory, and rows are kept apart by
     compatibility and compared on reservations per loop depth (what the join needs).
     ``prune=False`` keeps every tile shape (for brute-force checks on tiny cases).
-    ``energy_cap``: only rows of at most that energy (and those that dominate them) are
-    kept; ``least_only``: only rows of the least energy (the cap falls as the search goes).
     """
     from ..spec.resolve import resolve_workload
 
@@ -319,11 +315,7 @@ def generate_pmappings(
         if progress:
             progress(finished[0], len(temps))
 
-    done = tile_templates(tilers, counts, step, energy_cap, least_only)
-    if least_only:
-        energy_cap = min([energy_cap] + [float(r.energy.min()) for r in done if r.rows])
-    if np.isfinite(energy_cap):
-        done = [r.compact(np.flatnonzero(r.energy <= energy_cap * (1 + 1e-9))) for r in done]
+    done = tile_templates(tilers, counts, step)
     stats.tile_shapes_evaluated = counts.evaluated
     stats.tile_shapes_valid = counts.valid
     stats.stages = counts.stages

@@ -26,22 +26,14 @@ def tile_templates(
     tilers: list[TemplateTiler],
     counts: TilingCounts | None = None,
     progress: Callable[[int], None] | None = None,
-    energy_cap: float = np.inf,
-    least_only: bool = False,
 ) -> list[TemplateResult]:
     """Run the search for many templates, sharing the stages their prefixes agree on.
 
     Templates that differ only below node ``j`` (other spatial loops lower down, another
     order of the lower storage nodes) see the same partial tile shapes down to ``j``, so
     the search forks there instead of starting again. Results come in input order.
-
-    Rows whose energy passes ``energy_cap`` are dropped as soon as it shows (energy so
-    far plus the compute leaf's; costs only add up); with ``least_only`` the cap falls to
-    the least energy finished so far (what is kept then includes every row of least
-    energy, and those that dominate them).
     """
     out: list[TemplateResult | None] = [None] * len(tilers)
-    cap = [float(energy_cap)]
     fronts = FrontCache(tilers)  # bottom-up fronts of template suffixes, shared
     # Branch and bound over templates that fuse nothing (energy objective): only their
     # least energy matters, so rows that cannot beat the best one finished are dropped.
@@ -57,8 +49,6 @@ def tile_templates(
         if tilers[i].alone and result.rows:
             key = bound_of(tilers[i])
             best[key] = min(best.get(key, np.inf), float(result.energy.min()))
-        if least_only and result.rows:
-            cap[0] = min(cap[0], float(result.energy.min()))
         if progress:
             progress(1)
 
@@ -88,16 +78,15 @@ def tile_templates(
             tiler = tilers[members[0]]
             bound = best.get(bound_of(tiler), np.inf)
             alone = np.isfinite(bound) and all(tilers[i].alone for i in members)
-            top = min(bound if alone else np.inf, cap[0])
             # Energy so far + the compute leaf's energy <= the final energy (costs add up).
-            leaf = min(tilers[i].leaf_energy for i in members) if np.isfinite(top) else 0.0
-            ceiling = top * (1 + 1e-9) - leaf if np.isfinite(top) else np.inf
+            leaf = min(tilers[i].leaf_energy for i in members) if alone else 0.0
+            ceiling = bound * (1 + 1e-9) - leaf if alone else np.inf
             st = tiler.stage(j, stages[-1] if stages else None, ceiling)
             if counts is not None:
                 counts.stages += 1
                 counts.evaluated += st.evaluated
                 counts.valid += st.valid
-            if np.isfinite(ceiling):
+            if alone:
                 st = st.take(st.crit[:, 0] <= ceiling)
             if len(st.crit) == 0:
                 for i in members:
