@@ -73,6 +73,19 @@ def test_map_errors_are_one_line(tmp_path, monkeypatch, capsys):
         assert len(text.strip().splitlines()) == 1
 
 
+def test_jobs_from_the_environment(tmp_path, monkeypatch, capsys):
+    """FUSEMAP_JOBS sets --jobs (CI maps the reference cases with two workers)."""
+    case = _case("simple_mm128_n1")
+    arch, wl = str(SHARED / case["arch"]), str(SHARED / case["workload"])
+    base = ["map", arch, wl, "-D", "N_EINSUMS=1", "-q"]
+    monkeypatch.setenv("FUSEMAP_JOBS", "0")
+    code, text = run_cli(base, monkeypatch, capsys)
+    assert code == 2 and "--jobs must be at least 1" in text and "Traceback" not in text
+    monkeypatch.setenv("FUSEMAP_JOBS", "two")
+    code, text = run_cli(base, monkeypatch, capsys)
+    assert code == 2 and "FUSEMAP_JOBS" in text and "Traceback" not in text
+
+
 def test_evaluate_needs_einsum_for_a_partial_mapping(tmp_path, monkeypatch, capsys):
     case = _case("simple_mm128_n1")
     arch, wl = str(SHARED / case["arch"]), str(SHARED / case["workload"])

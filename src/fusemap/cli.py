@@ -244,7 +244,13 @@ def map_(
     plots: Plots = None,
     log: Log = False,
     jobs: Annotated[
-        int, typer.Option("--jobs", "-j", help="Worker processes for pmapping generation.")
+        int,
+        typer.Option(
+            "--jobs",
+            "-j",
+            envvar="FUSEMAP_JOBS",
+            help="Worker processes for pmapping generation (the answer does not depend on it).",
+        ),
     ] = 1,
     orders: Annotated[
         str, typer.Option("--orders", help="given | all (every dependency-respecting order)")
