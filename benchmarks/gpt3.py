@@ -48,6 +48,7 @@ def main() -> None:
         + (", ".join(f"{f.tensor}@{f.memory}{list(f.loops)}" for f in out.best.fused) or "-")
     )
     print(f"pmappings per Einsum {st.pmappings}; groups per join step {st.groups}")
+    print(f"joins capped at {st.caps} (None: unbounded); rows joined per step {st.joined}")
 
 
 if __name__ == "__main__":
