@@ -19,7 +19,21 @@ its Einsums into consecutive groups, each again such a tree. Every tree is enume
   Einsum's output (the reader would see a partial value);
 * a tree is valid when the model accepts it (capacity).
 
-Two reductions keep the enumeration small; neither can lose an optimum:
+What the model sees of a tree (``fusemap.model.chains`` / ``reuse`` / ``capacity``),
+used by the reductions below. Each Einsum's *chain* is its root-to-leaf path with the
+storage nodes of other tensors dropped. Its counts (so its energy and latency) depend,
+per tensor, on that tensor's holders and on the tiles the loops above each holder cut,
+per rank variable in order (``linearize``, ``TileCounter``): not on the order of loops
+over different variables between two holders. A holder reserves its tile at its
+reservation point: right under it for a backing holder (the first of its tensor on the
+path), else *lowered* past the loops that follow in its chain while they are relevant
+(past a partially relevant one, then stops; stops above an irrelevant one, at the
+chain's next holder or leaf). The reservation's key is (node, tensor, the mapping node
+right above the point: its *anchor*); it is live for the branches through the anchor
+from the first to the last user, and for every branch through the first loop below the
+anchor on a user's path. Usage is the largest sum of live reservations over branches.
+
+Reductions; none can lose an optimum:
 
 * In a run of consecutive loops (no storage node between), at most one loop per rank
   variable: of two, the outer one cuts a tile no node sees, so no count changes, no
@@ -31,18 +45,48 @@ Two reductions keep the enumeration small; neither can lose an optimum:
   then partially relevant, then the others. Loop order in a run changes no count
   (``tests/test_model_loop_order.py``); it only decides how far that node's reservation
   is lowered, and this order lowers it furthest, so every other order has the same costs
-  and at least its usage. (Runs above a split are enumerated in every order: each chain
-  through them may be lowering another node.)
-
+  and at least its usage.
 * No loop right above a split (after the last storage node of its segment): moved into
   every group below, each chain keeps the same nodes in the same order, and every
   reservation above it lives no longer (a loop between a reservation and a split makes
   it live for every group), so the tree without it is at least as good.
+* Storage nodes after the last loop of a segment, right above its split, are of tensors
+  used in two groups or more (or top-memory backing nodes at the root): a node only one
+  group uses sits there exactly as at the top of that group (same chains, same
+  lifetime, no loop in between), which is enumerated there.
+* Blocks of adjacent storage nodes: one order per *lowering signature*, which is, for
+  each Einsum of the group with a node in the block, its last node there if that node
+  is not a backing node, else "none". Another order with the same signature gives every
+  chain the same holders with the same tiles above them (other tensors' nodes are not in
+  a tensor's view), so the same counts; a holder that is not its chain's last in the
+  block reserves right under itself (the next step of its chain is a holder), with the
+  same tile (no loop in a block), anchored at itself (same branches through it, same
+  first loop below it on every path), as does a backing last node; the last
+  non-backing node is lowered through the same loops whatever the order; and the lowering
+  of a holder above the block stops at the block's first node of its chain, past the same
+  loops. So every reservation has the same bits and lifetime. Which orders occur: the
+  Einsums' last nodes, read from the end of an order, are each the deepest node of its
+  tensor in the block; the others go first, each tensor's nodes going down (this order
+  has the same last nodes and is valid), so the signatures are enumerated by choosing
+  those last nodes from the end.
+* Runs of loops above a split: one order per *lowering signature*, which is, for each
+  Einsum of the group whose last holder is still being lowered (not a backing node, not
+  stopped by a loop or a holder since), the set of the run's loops it passes. Counts do
+  not depend on the order (first point above); with the same passed set a lowered
+  reservation has the same tile and its anchor is the same loop for every chain that
+  lowers it (the last of the same prefix), so the same reservations are shared between
+  chains; every reservation's lifetime depends on its anchor only through the branches
+  through it and the first loop below it, and every branch of the group passes every
+  loop of the segment, so lifetimes are the same; holders not being lowered here are
+  unaffected. Whether lowering goes on below the run is part of the signature (the whole
+  run passed, no partially relevant loop last).
 
 The search: for every *skeleton* (the tree with each Einsum's tail left open), each
 Einsum's tails are costed alone (energy and latency of an Einsum depend only on its own
-path), then combinations are visited best-first and the model checks each assembled
-tree; the first that fits is the optimum of that skeleton.
+chain), then combinations are visited best-first and the model checks each assembled
+tree; the first that fits is the optimum of that skeleton. A chain is costed once: its
+cost and its tails' costs are keyed by the chain with the other tensors' nodes dropped
+(they are not in it).
 """
 
 from __future__ import annotations
@@ -51,10 +95,12 @@ import heapq
 import itertools
 import math
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from fusemap.model.capacity import memory_usage
 from fusemap.model.chains import branch_chains, build_chain
 from fusemap.model.costs import einsum_costs
+from fusemap.model.reuse import projection_terms
 from fusemap.model.evaluate import evaluate_mapping
 from fusemap.spec import mapping as M
 from fusemap.spec.arch_eval import ArchEvaluator
@@ -62,6 +108,10 @@ from fusemap.spec.errors import InvalidMappingError
 from fusemap.spec.resolve import resolve_workload
 
 RANK = {"relevant": 0, "partial": 1, "irrelevant": 2}
+
+# Nodes while enumerating are tuples: ("S", tensor, memory), ("T", rank variable, tile),
+# ("C", einsum); mapping nodes are made only for a tree that is costed or checked.
+_S, _T, _C = "S", "T", "C"
 
 
 @dataclass(frozen=True)
@@ -74,25 +124,15 @@ class Optimum:
     mapping: M.Mapping
 
 
-@dataclass(frozen=True)
-class _Path:
-    """What a path from the root has done so far."""
+class _Path(NamedTuple):
+    """What a path from the root has done so far (restricted to the Einsums below)."""
 
     sizes: tuple[tuple[str, int], ...]  # current tile of every rank variable
     looped: frozenset[str]  # variables with a loop above (later loops divide)
     levels: tuple[tuple[str, int], ...]  # tensor -> deepest memory level on the path
     last_of: tuple[tuple[str, str], ...]  # Einsum -> tensor of its last node on the path
-
-    def size(self, v: str) -> int:
-        return dict(self.sizes)[v]
-
-
-@dataclass(frozen=True, eq=False)
-class _Hole:
-    """An Einsum's open tail in a skeleton."""
-
-    einsum: str
-    path: _Path
+    lowering: tuple[tuple[str, tuple[str, str]], ...]  # Einsum -> its holder being lowered
+    used: tuple[tuple[tuple[str, str], float], ...]  # (Einsum, memory) -> bits reserved
 
 
 class LoopTreeOracle:
@@ -114,41 +154,125 @@ class LoopTreeOracle:
         self.users = {
             t: [e for e in self.einsums if t in self.info[e].tensors] for t in self.wl.tensors
         }
+        self.tensors = {e: frozenset(self.info[e].tensors) for e in self.einsums}
+        self.variables = {e: frozenset(self.info[e].bounds) for e in self.einsums}
+        self.flat = {e: self.ae.flat(e, self.unit) for e in self.einsums}
         self.max_work = max_work
-        self.work = 0  # tails costed plus trees checked
+        self.work = 0  # chains costed plus trees checked
+        self._relevance: dict[tuple[str, str, str], str] = {}
+        self._may: dict[tuple[str, str, str], bool] = {}
         self._cost: dict[tuple, tuple[float, float] | None] = {}
-        self._chains: dict[tuple, object] = {}
         self._tail_cache: dict[tuple, list] = {}
         self._tail_nodes: dict[_Path, list] = {}
         self._skeletons: dict[tuple, list] = {}
+        self._split_cache: dict[tuple, bool] = {}
+        self._bit_cache: dict[tuple, float] = {}
+        self._nodes: dict[tuple, M.MappingNode] = {}
+        self._fit_cache: dict[tuple, bool] = {}
+        self.size = {m.name: m.size for m in self.memories if not math.isinf(m.size)}
+
+    # ------------------------------------------------------------------ helpers
+    def _rel(self, einsum: str, tensor: str, var: str) -> str:
+        key = (einsum, tensor, var)
+        kind = self._relevance.get(key)
+        if kind is None:
+            kind = self._relevance[key] = self.info[einsum].relevance(tensor, var)
+        return kind
+
+    def _may_hold(self, einsum: str, tensor: str, memory: str) -> bool:
+        key = (einsum, tensor, memory)
+        if key not in self._may:
+            comp = self.ae.components(einsum)[memory]
+            self._may[key] = tensor in comp.keep or tensor in comp.may_keep
+        return self._may[key]
+
+    def _view(self, group, path: _Path) -> _Path:
+        """``path`` as the Einsums of ``group`` see it (their ranks, tensors, names)."""
+        vs = set().union(*(self.variables[e] for e in group))
+        ts = set().union(*(self.tensors[e] for e in group))
+        return _Path(
+            tuple(x for x in path.sizes if x[0] in vs),
+            frozenset(v for v in path.looped if v in vs),
+            tuple(x for x in path.levels if x[0] in ts),
+            tuple(x for x in path.last_of if x[0] in group),
+            tuple(x for x in path.lowering if x[0] in group),
+            tuple(x for x in path.used if x[0][0] in group),
+        )
+
+    def _bits(self, einsum: str, tensor: str, memory: str, sizes: tuple) -> float:
+        """Bits the model reserves for a tile of ``tensor`` in ``memory`` when the rank
+        variables span ``sizes`` (items; the tile's box, as ``capacity.reservations``)."""
+        key = (einsum, tensor, memory, sizes)
+        bits = self._bit_cache.get(key)
+        if bits is None:
+            comp = self.flat[einsum].component(memory)
+            per_value = comp.value_bits(tensor, self.wl.tensors[tensor].bits_per_value)
+            at = dict(sizes)
+            values = 1
+            for rank in projection_terms(self.info[einsum], tensor):
+                values *= 1 + sum(c * (at.get(v, 1) - 1) for v, c in rank)
+            bits = self._bit_cache[key] = values * per_value
+        return bits
+
+    def _overflows(self, used: dict, lowering: dict) -> bool:
+        """Whether an Einsum's own reservations so far (a holder still being lowered
+        counted as one value) overflow a memory: all are live while it runs."""
+        total = dict(used)
+        for e, (t, m) in lowering.items():
+            if m in self.size:
+                total[e, m] = total.get((e, m), 0.0) + self._bits(e, t, m, ())
+        return any(bits > self.size[m] * (1 + 1e-9) for (_, m), bits in total.items())
 
     # ------------------------------------------------------------------ the grammar
-    def _may_hold(self, einsum: str, tensor: str, memory: str) -> bool:
-        comp = self.ae.components(einsum)[memory]
-        return tensor in comp.keep or tensor in comp.may_keep
-
     def skeletons(self, group: tuple[str, ...], path: _Path) -> list:
-        """Every skeleton of ``group`` below ``path`` (nodes, with a :class:`_Hole` for
-        each Einsum's tail and a list of node lists for each split). The same subtree may
-        sit in many skeletons: it is made once (a tree holds it once)."""
+        """Every skeleton of ``group`` below ``path`` (seen by the group), as
+        (structure, holes). Structure: ("H", einsum) for an open tail, else
+        (segment, sub-structures of the split's groups). Holes, left to right:
+        (einsum, its own nodes from here down to the hole, its own path at the hole)."""
         key = (group, path)
-        if key in self._skeletons:
-            return self._skeletons[key]
+        found = self._skeletons.get(key)
+        if found is not None:
+            return found
         out: list = []
-        if len(group) == 1:
-            out.append([_Hole(group[0], path)])
-        for segment, after in self._segments(list(group), path) if len(group) > 1 else ():
-            if segment and isinstance(segment[-1], M.Temporal):
+        if len(group) == 1:  # a tail (the path as far as its Einsum is concerned)
+            out.append((("H", group[0]), ((group[0], (), path),)))
+            self._skeletons[key] = out
+            return out
+        for segment, after in self._segments(group, path):
+            if segment and segment[-1][0] == _T:
                 continue  # a loop right above a split: see the module docstring
+            if not segment and len(group) < len(self.einsums):
+                continue  # a split right under a split: the same tree as one split
+            own = {e: self._own(e, segment) for e in group}
+            end = len(segment)
+            while end and segment[end - 1][0] == _S:
+                end -= 1
+            trailing = tuple(n[1:] for n in segment[end:])
             for cut in _splits(len(group)):
-                parts = [group[a:b] for a, b in zip((0, *cut), (*cut, len(group)), strict=True)]
-                if not self._split_ok(after, parts) or not self._tail_block_ok(segment, parts):
+                parts = tuple(
+                    group[a:b] for a, b in zip((0, *cut), (*cut, len(group)), strict=True)
+                )
+                if not self._split_ok(after.looped, parts):
                     continue
-                subs = [self.skeletons(p, after) for p in parts]
+                if not self._tail_block_ok(trailing, end == 0, parts):
+                    continue
+                subs = [
+                    [(("H", p[0]), ((p[0], (), after),))]
+                    if len(p) == 1
+                    else self.skeletons(p, self._view(p, after))
+                    for p in parts
+                ]
                 for combo in itertools.product(*subs):
-                    out.append(segment + [list(combo)])  # a split, built when assembled
+                    struct = (segment, tuple(c[0] for c in combo))
+                    holes = tuple((e, own[e] + suf, op) for c in combo for e, suf, op in c[1])
+                    out.append((struct, holes))
         self._skeletons[key] = out
         return out
+
+    def _own(self, einsum: str, nodes) -> tuple:
+        """The nodes of ``einsum``'s chain among ``nodes`` (other tensors' nodes dropped)."""
+        mine = self.tensors[einsum]
+        return tuple(n for n in nodes if n[0] != _S or n[1] in mine)
 
     def _segments(self, group, path: _Path):
         """Sequences of storage nodes and loops for ``group`` (a segment), with the path
@@ -157,32 +281,67 @@ class LoopTreeOracle:
         common = sorted(set.intersection(*(set(self.info[e].rank_variables) for e in group)))
         tensors = sorted({t for e in group for t in self.info[e].tensors})
 
-        def rec(nodes, p: _Path, after_run: bool):
-            yield nodes, p
-            if after_run or not nodes:
-                for block, q in self._blocks(group, tensors, p, single, not nodes):
-                    yield from rec(nodes + block, q, False)
-            if not nodes or not after_run:
-                for run, q in self._runs(group, common, p, single):
-                    yield from rec(nodes + run, q, True)
+        if single:
 
-        yield from rec([], path, False)
+            def rec(nodes: tuple, p: _Path, after_run: bool):
+                yield nodes, p
+                if after_run or not nodes:
+                    for block, q in self._blocks(group, tensors, p, True, not nodes):
+                        yield from rec(nodes + block, q, False)
+                if not nodes or not after_run:
+                    for run, q in self._runs(group, common, p, True):
+                        yield from rec(nodes + run, q, True)
 
-    def _blocks(self, group, tensors, p: _Path, single: bool, first: bool):
-        """Non-empty blocks of adjacent storage nodes (each tensor's nodes going down).
+            yield from rec((), path, False)
+            return
+        # Above a split a segment ends in a block of tensors used by two Einsums of the
+        # group or more (the module docstring): only those segments are made, and only
+        # prefixes after which such a block may still come are extended.
+        shared = {t for t in tensors if sum(t in self.tensors[e] for e in group) > 1}
+        below = {
+            t: [
+                self.level[m.name]
+                for m in self.memories[1:]
+                if all(self._may_hold(e, t, m.name) for e in group if t in self.tensors[e])
+                and (t in dict(path.levels) or set(self.users[t]) <= set(group))
+            ]
+            for t in shared
+        }
 
-        The unbounded top memory's nodes come first, in one order (backing nodes that
-        never lower). In a tail, every node is the Einsum's own, so only the last one can
-        be lowered by the run below: one order but for a last node that is not a backing
-        node (or none). Above a split each chain sees its own nodes only, so every order.
-        """
+        def can_end(p: _Path) -> bool:
+            levels = dict(p.levels)
+            return any(lv > levels.get(t, -1) for t in shared for lv in below[t])
+
+        def rec(nodes: tuple, p: _Path):  # nodes: empty or ending in a run
+            first = not nodes
+            runs_left = any(dict(p.sizes)[v] > 1 for v in common)
+            only = None if runs_left else shared
+            for block, q in self._blocks(group, tensors, p, False, first, only):
+                if all(n[1] in shared or n[2] == top for n in block):
+                    yield nodes + block, q
+                if runs_left and can_end(q):
+                    for run, r in self._runs(group, common, q, False):
+                        yield from rec(nodes + block + run, r)
+            if first:
+                for run, r in self._runs(group, common, p, False):
+                    yield from rec(run, r)
+
+        top = self.memories[0].name
+        if can_end(path) or len(group) == len(self.einsums):
+            yield from rec((), path)
+
+    def _blocks(self, group, tensors, p: _Path, single: bool, first: bool, only=None):
+        """Non-empty blocks of adjacent storage nodes (each tensor's nodes going down),
+        one order per lowering signature (see the module docstring). The unbounded top
+        memory's nodes come first (backing nodes that never lower). ``only``: the
+        tensors other memories' nodes may be of (default: all)."""
         top = self.memories[0]
         levels0 = dict(p.levels)
         at_root = first and not levels0 and len(group) == len(self.einsums)
         forced, choices = [], []
         for t in tensors:
             users = self.users[t]
-            if single and t not in self.info[group[0]].tensors:
+            if single and t not in self.tensors[group[0]]:
                 continue  # a private node of a tensor the Einsum does not use
             for mem in self.memories:
                 lv = self.level[mem.name]
@@ -190,56 +349,136 @@ class LoopTreeOracle:
                     continue
                 if mem is top and not at_root:
                     continue
+                if only is not None and mem is not top and t not in only:
+                    continue
                 if t not in levels0 and not set(users) <= set(group):
                     continue  # a backing node must be common to every user
                 if not all(self._may_hold(e, t, mem.name) for e in users if e in group):
                     continue
                 kept = any(t in self.ae.components(e)[mem.name].keep for e in users)
                 (forced if mem is top and kept else choices).append((t, lv, mem.name))
-        for k in range(0 if forced else 1, len(choices) + 1):
-            for subset in itertools.combinations(choices, k):
-                tops = [x for x in subset if x[1] == 0]
-                rest = [x for x in subset if x[1] > 0]
-                for order in self._block_orders(rest, levels0, single):
-                    seq = sorted(forced + tops, key=lambda x: x[0]) + order
-                    levels, lasts = dict(levels0), dict(p.last_of)
-                    if not _going_down(seq, levels):
-                        continue
-                    for t, _, _ in seq:
-                        for e in group:
-                            if t in self.info[e].tensors:
-                                lasts[e] = t
-                    nodes = [_storage(t, m) for t, _, m in seq]
-                    q = _Path(p.sizes, p.looped, tuple(sorted(levels.items())), _items(lasts))
-                    yield nodes, q
+        for subset in self._subsets(group, forced, choices, p):
+            tops = sorted(forced + [x for x in subset if x[1] == 0])
+            rest = [x for x in subset if x[1] > 0]
+            for order in self._block_orders(group, tops, rest, levels0):
+                seq = tops + order
+                levels = dict(levels0)
+                lasts, lowering, used = dict(p.last_of), dict(p.lowering), dict(p.used)
+                for t, lv, m in seq:
+                    backing = t not in levels
+                    levels[t] = lv
+                    for e in group:
+                        if t not in self.tensors[e]:
+                            continue
+                        lasts[e] = t
+                        if e in lowering:  # its lowered holder stops here
+                            self._reserve(used, e, *lowering.pop(e), p.sizes)
+                        if backing:  # reserved right under itself
+                            self._reserve(used, e, t, m, p.sizes)
+                        else:  # lowered from here, or stopped by its next node
+                            lowering[e] = (t, m)
+                if self._overflows(used, lowering):
+                    continue  # no tree below fits (see the module docstring)
+                nodes = tuple((_S, t, m) for t, _, m in seq)
+                q = _Path(
+                    p.sizes,
+                    p.looped,
+                    _items(levels),
+                    _items(lasts),
+                    _items(lowering),
+                    _items(used),
+                )
+                yield nodes, q
 
-    @staticmethod
-    def _block_orders(nodes, levels0, single: bool):
-        """The orders a block's non-top nodes are tried in (see :meth:`_blocks`)."""
-        if not nodes:
+    def _subsets(self, group, forced, choices, p: _Path):
+        """The sets of ``choices`` a block may hold (with ``forced``, non-empty), but for
+        those that overflow a memory in every order: each node reserves at least its
+        tile if it is a backing node, else one value, and a holder being lowered above
+        stops at the block (its tile) when its Einsum has a node in it."""
+        choices = sorted(choices)  # each tensor's nodes going down
+        above = set(dict(p.levels)) | {t for t, _, _ in forced}  # tensors with a node above
+        lowering0 = dict(p.lowering)
+        base = dict(p.used)
+        for e, (t, m) in lowering0.items():
+            if m in self.size:
+                base[e, m] = base.get((e, m), 0.0) + self._bits(e, t, m, ())
+        limit = {m: size * (1 + 1e-9) for m, size in self.size.items()}
+
+        def rec(i: int, chosen: list, lb: dict, touched: frozenset):
+            if chosen or forced:
+                yield chosen
+            for j in range(i, len(choices)):
+                t, _, m = x = choices[j]
+                backing = t not in above and all(y[0] != t for y in chosen)
+                new = dict(lb)
+                users = [e for e in group if t in self.tensors[e]]
+                for e in users:
+                    if e not in touched and e in lowering0:
+                        t0, m0 = lowering0[e]
+                        if m0 in self.size:
+                            extra = self._bits(e, t0, m0, p.sizes) - self._bits(e, t0, m0, ())
+                            new[e, m0] = new.get((e, m0), 0.0) + extra
+                    if m in self.size:
+                        bits = self._bits(e, t, m, p.sizes if backing else ())
+                        new[e, m] = new.get((e, m), 0.0) + bits
+                if any(bits > limit[mm] for (_, mm), bits in new.items()):
+                    continue
+                yield from rec(j + 1, chosen + [x], new, touched | set(users))
+
+        yield from rec(0, [], base, frozenset())
+
+    def _reserve(self, used: dict, einsum: str, tensor: str, memory: str, sizes: tuple):
+        if memory in self.size:
+            key = (einsum, memory)
+            used[key] = used.get(key, 0.0) + self._bits(einsum, tensor, memory, sizes)
+
+    def _block_orders(self, group, tops, rest, levels0):
+        """Orders of a block's non-top nodes, one per lowering signature: each Einsum's
+        last node is the deepest of its tensor in the block; for every choice of them
+        that some order realizes (each last node after the Einsum's other chosen ones),
+        that order of the chosen nodes after the others (going down)."""
+        if not rest:
             yield []
             return
-        if not single:
-            yield from (list(o) for o in itertools.permutations(nodes))
-            return
-        canon = sorted(nodes, key=lambda x: (x[1], x[0]))
-        yield canon
-        first_of = {}
-        for t, lv, _ in canon:
-            first_of.setdefault(t, lv)
-        for last in canon[:-1]:
-            t, lv, _ = last
-            if levels0.get(t) is None and first_of[t] == lv:
-                continue  # a backing node never lowers: where it sits changes nothing
-            yield [x for x in canon if x is not last] + [last]
+        shallow = {t for t, _, _ in tops} | set(levels0)
+        deepest: dict[str, tuple] = {}
+        count: dict[str, int] = {}
+        for x in rest:
+            count[x[0]] = count.get(x[0], 0) + 1
+            if x[0] not in deepest or x[1] > deepest[x[0]][1]:
+                deepest[x[0]] = x
+        members = [[x for x in deepest.values() if x[0] in self.tensors[e]] for e in group]
+        want = [(e, m) for e, m in zip(group, members, strict=True) if m]
+        seen = set()
+        for lasts in itertools.product(*(m for _, m in want)):
+            sig = tuple(
+                None if x[0] not in shallow and count[x[0]] == 1 else x for x in lasts
+            )  # a backing node is reserved under itself wherever it sits: no lowering
+            if sig in seen:
+                continue
+            chosen = list(dict.fromkeys(lasts))
+            for order in itertools.permutations(chosen):
+                pos = {x: k for k, x in enumerate(order)}
+                if all(
+                    pos[y] <= pos[x] for (e, _), x in zip(want, lasts, strict=True)
+                    for y in chosen if y[0] in self.tensors[e]
+                ):  # fmt: skip
+                    break
+            else:
+                continue
+            seen.add(sig)
+            front = sorted((x for x in rest if x not in pos), key=_down)
+            yield front + list(order)
 
     def _runs(self, group, common, p: _Path, single: bool):
         """Non-empty runs of loops, at most one per variable: in a tail in the order that
-        lowers the Einsum's last node furthest, above a split in every order."""
+        lowers the Einsum's last node furthest, above a split one order per lowering
+        signature."""
         options = []
         bounds = self.info[group[0]].bounds
+        sizes0 = dict(p.sizes)
         for v in common:
-            size = p.size(v)
+            size = sizes0[v]
             tiles = [None]
             if size > 1:
                 if v in p.looped or size != bounds[v]:
@@ -247,105 +486,137 @@ class LoopTreeOracle:
                 else:
                     tiles += list(range(1, size))
             options.append([(v, t) for t in tiles])
+        lowering0 = dict(p.lowering)
         for combo in itertools.product(*options):
             run = [x for x in combo if x[1] is not None]
             if not run:
                 continue
+            sizes = dict(sizes0)
+            sizes.update(run)
+            looped = p.looped | {v for v, _ in run}
             if single:
-                info = self.info[group[0]]
-                last = dict(p.last_of).get(group[0])
+                e = group[0]
+                last = dict(p.last_of).get(e)
                 if last is not None:
-                    run.sort(key=lambda x: (RANK[info.relevance(last, x[0])], x[0]))
+                    run.sort(key=lambda x: (RANK[self._rel(e, last, x[0])], x[0]))
                 orders = [run]
             else:
-                orders = [list(o) for o in itertools.permutations(run)]
-            sizes = dict(p.sizes)
-            sizes.update(run)
-            after = _Path(_items(sizes), p.looped | {v for v, _ in run}, p.levels, p.last_of)
+                orders = itertools.permutations(run)
+            seen = set()
             for order in orders:
-                yield [_temporal(v, t) for v, t in order], after
+                sig, lowering, used = [], dict(lowering0), dict(p.used)
+                for e, (t, m) in lowering0.items():
+                    passed = []
+                    at = dict(sizes0)
+                    going = True
+                    for v, tile in order:
+                        kind = self._rel(e, t, v)
+                        if kind == "irrelevant":
+                            going = False
+                            break
+                        passed.append(v)
+                        at[v] = tile
+                        if kind == "partial":
+                            going = False
+                            break
+                    sig.append((e, frozenset(passed), going))
+                    if not going:  # reserved where its lowering stopped
+                        del lowering[e]
+                        self._reserve(used, e, t, m, _items(at))
+                sig = tuple(sig)
+                if sig in seen:
+                    continue
+                seen.add(sig)
+                if self._overflows(used, lowering):
+                    continue  # no tree below fits
+                after = _Path(
+                    _items(sizes), looped, p.levels, p.last_of, _items(lowering), _items(used)
+                )
+                yield tuple((_T, v, t) for v, t in order), after
 
-    def _tail_block_ok(self, segment, parts) -> bool:
+    def _tail_block_ok(self, trailing, no_loop: bool, parts) -> bool:
         """Storage nodes after the last loop of a segment, right above the split, are of
-        tensors used in two parts or more (or top-memory backing nodes): a node only one
-        part uses sits there exactly as at the top of that part (same chains, same
-        lifetime, no loop in between), which is enumerated there."""
-        top = self.memories[0].name
-        end = len(segment)
-        while end and isinstance(segment[end - 1], M.Storage):
-            end -= 1
-        for node in segment[end:]:
-            t = node.tensors[0]
-            parts_using = sum(any(t in self.info[e].tensors for e in part) for part in parts)
-            if parts_using < 2 and not (node.component == top and end == 0):
-                return False
-        return True
+        tensors used in two parts or more (or top-memory backing nodes at the root)."""
+        key = ("tail", trailing, no_loop, parts)
+        ok = self._split_cache.get(key)
+        if ok is None:
+            top = self.memories[0].name
+            ok = True
+            for t, mem in trailing:
+                parts_using = sum(any(t in self.tensors[e] for e in part) for part in parts)
+                if parts_using < 2 and not (mem == top and no_loop):
+                    ok = False
+            self._split_cache[key] = ok
+        return ok
 
-    def _split_ok(self, path: _Path, parts) -> bool:
+    def _split_ok(self, looped: frozenset, parts) -> bool:
         """No loop above the split over a variable reduced by a producer whose output is
         read in a later group (that reader would see a partial value)."""
-        for i, a in enumerate(parts):
-            for b in parts[i + 1 :]:
-                for e in a:
-                    info = self.info[e]
-                    for out in info.outputs:
-                        if not any(out in self.info[r].tensors for r in b):
-                            continue
-                        if any(
-                            v in info.rank_variables and info.relevance(out, v) == "irrelevant"
-                            for v in path.looped
-                        ):
-                            return False
-        return True
+        key = ("split", looped, parts)
+        ok = self._split_cache.get(key)
+        if ok is None:
+            ok = True
+            for i, a in enumerate(parts):
+                for b in parts[i + 1 :]:
+                    for e in a:
+                        info = self.info[e]
+                        for out in info.outputs:
+                            if not any(out in self.tensors[r] for r in b):
+                                continue
+                            if any(
+                                v in info.rank_variables and self._rel(e, out, v) == "irrelevant"
+                                for v in looped
+                            ):
+                                ok = False
+            self._split_cache[key] = ok
+        return ok
 
     # ------------------------------------------------------------------ scoring
-    def _tails(self, name: str, path: _Path, above: list) -> list:
-        """Every valid tail of Einsum ``name`` below ``above`` with its energy and
-        latency, sorted. Tails depend on what the path did to the Einsum's own ranks and
-        tensors only, their costs on its own nodes above (both cached)."""
-        info = self.info[name]
-        own = self._own_path(name, path)
-        if own not in self._tail_nodes:
+    def _tails(self, name: str, above: tuple, path: _Path) -> list:
+        """Every valid tail of Einsum ``name`` below its own nodes ``above`` (``path``
+        after them) with its energy, latency and usage. Tails depend on what the path did
+        to the Einsum's own ranks and tensors only, their costs on its own nodes above."""
+        key = (name, self._canon(name, above))
+        found = self._tail_cache.get(key)
+        if found is not None:
+            return found
+        own = self._view((name,), path)
+        leaves = self._tail_nodes.get(own)
+        if leaves is None:
+            info = self.info[name]
             leaves = []
             for nodes, after in self._segments([name], own):
-                if all(after.size(v) == 1 for v in info.rank_variables):
-                    leaves.append(
-                        nodes + [M.Compute.model_construct(einsum=name, component=self.unit)]
-                    )
+                sizes = dict(after.sizes)
+                if all(sizes[v] == 1 for v in info.rank_variables):
+                    leaves.append(nodes + ((_C, name),))
             self._tail_nodes[own] = leaves
-        key = (name, own, tuple(_describe(n, info) for n in above))
-        if key not in self._tail_cache:
-            out = []
-            for leaf in self._tail_nodes[own]:
-                cost = self._chain_cost(name, above + leaf)
-                if cost is not None:
-                    out.append((cost[0], cost[1], leaf))
-            out.sort(key=lambda x: (x[0], x[1]))
-            self._tail_cache[key] = out
-        return self._tail_cache[key]
+        costed = []
+        for leaf in leaves:
+            cost = self._chain_cost(name, above + leaf)
+            if cost is not None:
+                costed.append((*cost, leaf))
+        # Drop a tail that another beats or ties on energy, latency and the usage of the
+        # Einsum's chain in every memory (the module docstring).
+        costed.sort(key=lambda x: (x[0], x[1], x[2]))
+        out: list = []
+        for c in costed:
+            if not any(_covers(d, c) for d in out):
+                out.append(c)
+        self._tail_cache[key] = out
+        return out
 
-    def _own_path(self, name: str, path: _Path) -> _Path:
-        """``path`` seen by one Einsum: its ranks, its tensors, its last node."""
-        info = self.info[name]
-        return _Path(
-            tuple(x for x in path.sizes if x[0] in info.bounds),
-            frozenset(v for v in path.looped if v in info.bounds),
-            tuple(x for x in path.levels if x[0] in info.tensors),
-            tuple(x for x in path.last_of if x[0] == name),
-        )
-
-    def _chain_cost(self, name: str, path: list):
-        """(energy, latency) of one Einsum's path, or None when it is not valid for it
-        (a tensor with no node, a ``keep`` not met, a tile the model refuses)."""
+    def _chain_cost(self, name: str, chain: tuple):
+        """(energy, latency, usage of each bounded memory) of one Einsum's chain (its own
+        nodes), or None when it is not valid for it (a tensor with no node, a ``keep``
+        not met, a tile the model refuses, a buffer it overflows alone)."""
+        key = (name, self._canon(name, chain))
+        if key in self._cost:
+            return self._cost[key]
         self.work += 1
         if self.work > self.max_work:
             raise RuntimeError(f"more than {self.max_work} steps: case too big")
         info = self.info[name]
-        nodes = list(path)
-        key = (name, tuple(_describe(n, info) for n in nodes))
-        if key in self._cost:
-            return self._cost[key]
-        held = {(n.tensors[0], n.component) for n in nodes if isinstance(n, M.Storage)}
+        held = {(n[1], n[2]) for n in chain if n[0] == _S}
         ok = all(any(t == h for h, _ in held) for t in info.tensors)
         for t in info.tensors:
             for mem in self.memories:
@@ -353,84 +624,151 @@ class LoopTreeOracle:
                     ok = False
         cost = None
         if ok:
+            # A chain holds each node once: one mapping node per tuple serves every chain.
+            nodes = [
+                self._nodes.get(n) or self._nodes.setdefault(n, _node(n, self.unit)) for n in chain
+            ]
             try:
-                chain = build_chain(nodes, info, self.wl, self.ae.flat(name, self.unit))
-                r = einsum_costs(chain, self.wl.n_instances * info.n_instances)
+                built = build_chain(nodes, info, self.wl, self.flat[name])
+                r = einsum_costs(built, self.wl.n_instances * info.n_instances)
                 # Everything the path reserves is live while the Einsum runs: a path that
                 # overflows alone overflows in every tree.
-                usage, _ = memory_usage([chain], [nodes])
+                usage, _ = memory_usage([built], [nodes])
                 fits = all(usage.get(m.name, 0.0) <= m.size * (1 + 1e-9) for m in self.memories)
-                cost = (r.energy, r.latency) if fits else None
+                bounded = tuple(usage.get(m, 0.0) for m in self.size)
+                cost = (r.energy, r.latency, bounded) if fits else None
             except InvalidMappingError:
                 cost = None
         self._cost[key] = cost
         return cost
 
+    def _canon(self, einsum: str, chain: tuple) -> tuple:
+        """A chain of ``einsum``'s own nodes with the same energy, latency and
+        reservations (its cost key): every run of loops in one order, given by the loops
+        its lowered holder passes (see the module docstring)."""
+        out: list = []
+        seen: set[str] = set()
+        holder = None  # the tensor of the holder being lowered into the next run
+        i = 0
+        while i < len(chain):
+            if chain[i][0] != _T:
+                if chain[i][0] == _S:
+                    t = chain[i][1]
+                    holder = t if t in seen else None
+                    seen.add(t)
+                out.append(chain[i])
+                i += 1
+                continue
+            j = i
+            while j < len(chain) and chain[j][0] == _T:
+                j += 1
+            out += self._canon_run(einsum, holder, list(chain[i:j]))
+            holder = None
+            i = j
+        return tuple(out)
+
+    def _canon_run(self, einsum: str, holder: str | None, run: list) -> list:
+        """``run`` in its canonical order: the loops ``holder`` passes (relevant ones by
+        variable, then a partially relevant one), an irrelevant loop that stops it, the
+        others by variable (a stable sort keeps two loops over one variable in order)."""
+        by_var = lambda x: x[1]  # noqa: E731
+        if holder is None:
+            return sorted(run, key=by_var)
+        passed: list = []
+        for x in run:
+            kind = self._rel(einsum, holder, x[1])
+            if kind == "irrelevant":
+                break
+            passed.append(x)
+            if kind == "partial":
+                rest = run[len(passed) :]
+                return sorted(passed[:-1], key=by_var) + [x] + sorted(rest, key=by_var)
+        rest = run[len(passed) :]
+        head = sorted(passed, key=by_var)
+        if not rest:
+            return head
+        firsts = [x for k, x in enumerate(rest) if all(y[1] != x[1] for y in rest[:k])]
+        stop = min(
+            (x for x in firsts if self._rel(einsum, holder, x[1]) == "irrelevant"), key=by_var
+        )
+        return head + [stop] + sorted((x for x in rest if x is not stop), key=by_var)
+
     def _fits(self, mapping: M.Mapping) -> bool:
         self.work += 1
         by_einsum = branch_chains(mapping)
-        chains = []
-        for n in self.einsums:  # chains of the same node objects are built once
-            key = tuple(id(x) for x in by_einsum[n])
-            if key not in self._chains:
-                flat = self.ae.flat(n, self.unit)
-                self._chains[key] = build_chain(by_einsum[n], self.info[n], self.wl, flat)
-            chains.append(self._chains[key])
-        usage, _ = memory_usage(chains, [by_einsum[n] for n in self.einsums])
+        chains = [build_chain(by_einsum[n], self.info[n], self.wl, self.flat[n]) for n in by_einsum]
+        usage, _ = memory_usage(chains, [by_einsum[n] for n in by_einsum])
         return all(usage.get(m.name, 0.0) <= m.size * (1 + 1e-9) for m in self.memories)
 
     def solve(self) -> dict[str, Optimum]:
         """The optimum of energy, latency and EDP over every valid LoopTree."""
-        start = _Path(
-            _items({v: b for e in self.einsums for v, b in self.info[e].bounds.items()}),
-            frozenset(),
-            (),
-            (),
-        )
+        bounds = {v: b for e in self.einsums for v, b in self.info[e].bounds.items()}
+        start = _Path(_items(bounds), frozenset(), (), (), (), ())
         skeletons = []
-        for nodes in self.skeletons(tuple(self.einsums), start):
-            holes = [(h, self._tails(h.einsum, h.path, above)) for h, above in _holes(nodes, [])]
-            if all(tails for _, tails in holes):
-                skeletons.append((nodes, holes))
+        for struct, holes in self.skeletons(tuple(self.einsums), start):
+            tails = []
+            for e, above, own in holes:
+                ts = self._tails(e, above, own)
+                if not ts:
+                    break
+                tails.append(ts)
+            else:
+                skeletons.append((struct, tails))
         return {
             objective: self._best(skeletons, objective)
             for objective in ("energy", "latency", "edp")
         }
 
     def _best(self, skeletons, objective: str) -> Optimum:
-        """Best-first over (skeleton, tail choices) by the summed objective (energy or
-        latency; EDP: by energy, until energy times the least latency passes the best).
-        ``skeletons``: (nodes, [(hole, tails)])."""
+        """Best-first over (skeleton, tail choices) by a lower bound of the objective:
+        the summed energy or latency; for EDP the summed energy times the skeleton's
+        least latency. ``skeletons``: (structure, [tails of each hole])."""
         key = 1 if objective == "latency" else 0
         order = lambda x: (x[key], x[1 - key])  # noqa: E731
-        sorted_tails = [[sorted(tails, key=order) for _, tails in holes] for _, holes in skeletons]
+        by_order: dict[int, list] = {}
+
+        def ordered(ts):
+            found = by_order.get(id(ts))
+            if found is None:
+                found = by_order[id(ts)] = sorted(ts, key=order)
+            return found
+
+        fastest = []  # per skeleton, its least latency (EDP's bound)
+        for _, lists in skeletons:
+            fastest.append(sum(min(t[1] for t in ts) for ts in lists) if key == 0 else 1.0)
+        scale = fastest if objective == "edp" else [1.0] * len(skeletons)
         heap = []
-        for s, lists in enumerate(sorted_tails):
+        for s, (_, lists) in enumerate(skeletons):
             pick = (0,) * len(lists)
-            heapq.heappush(heap, (_total(lists, pick, key), s, pick))
+            heap.append((_total([ordered(ts) for ts in lists], pick, key) * scale[s], s, pick))
+        heapq.heapify(heap)
         seen = set()
         best = None
-        least = min(sum(min(t[1] for t in ts) for ts in lists) for lists in sorted_tails)
         while heap:
-            total, s, pick = heapq.heappop(heap)
-            if best is not None and (objective != "edp" or total * least >= best.value):
+            bound, s, pick = heapq.heappop(heap)
+            if best is not None and bound >= best.value:
                 break
-            lists = sorted_tails[s]
+            lists = [ordered(ts) for ts in skeletons[s][1]]
             chosen = [ts[i] for ts, i in zip(lists, pick, strict=True)]
             energy = sum(c[0] for c in chosen)
             latency = sum(c[1] for c in chosen)
             value = {"energy": energy, "latency": latency}.get(objective, energy * latency)
             if best is None or value < best.value:
-                nodes, holes = skeletons[s]
-                fill = {id(h): c[2] for (h, _), c in zip(holes, chosen, strict=True)}
-                mapping = _assemble(nodes, fill)
-                if self._fits(mapping):
+                tails = [c[3] for c in chosen]
+                fit_key = (s, tuple(map(id, tails)))
+                fits = self._fit_cache.get(fit_key)
+                mapping = None
+                if fits is None or fits:
+                    mapping = _assemble(skeletons[s][0], tails, self.unit)
+                if fits is None:
+                    fits = self._fit_cache[fit_key] = self._fits(mapping)
+                if fits:
                     best = Optimum(value, energy, latency, mapping)
             for k in range(len(pick)):  # the successors: one hole one step further
                 nxt = pick[:k] + (pick[k] + 1,) + pick[k + 1 :]
                 if nxt[k] < len(lists[k]) and (s, nxt) not in seen:
                     seen.add((s, nxt))
-                    heapq.heappush(heap, (_total(lists, nxt, key), s, nxt))
+                    heapq.heappush(heap, (_total(lists, nxt, key) * scale[s], s, nxt))
         assert best is not None, "no valid LoopTree"
         result = evaluate_mapping(self.spec, best.mapping, workload=self.wl, arch=self.ae)
         assert math.isclose(result.energy, best.energy, rel_tol=1e-9)
@@ -438,67 +776,44 @@ class LoopTreeOracle:
         return best
 
 
+def _covers(a, b) -> bool:
+    """Whether costed tail ``a`` is as good as ``b`` on energy, latency and usage."""
+    return a[0] <= b[0] and a[1] <= b[1] and all(x <= y for x, y in zip(a[2], b[2], strict=True))
+
+
 def _total(lists, pick, key) -> float:
     return sum(ts[i][key] for ts, i in zip(lists, pick, strict=True))
 
 
-def _holes(nodes: list, above: list):
-    """(hole, the nodes on its path above it) of a skeleton, left to right."""
-    for k, n in enumerate(nodes):
-        if isinstance(n, _Hole):
-            yield n, above + nodes[:k]
-        elif isinstance(n, list):  # a split
-            for child in n:
-                yield from _holes(child, above + nodes[:k])
+def _node(n: tuple, unit: str) -> M.MappingNode:
+    """A new mapping node (no validation: the oracle's nodes are well-formed)."""
+    if n[0] == _S:
+        return M.Storage.model_construct(tensors=[n[1]], component=n[2])
+    if n[0] == _T:
+        return M.Temporal.model_construct(rank_variable=n[1], tile_shape=n[2])
+    return M.Compute.model_construct(einsum=n[1], component=unit)
 
 
-def _assemble(nodes: list, fill: dict) -> M.Mapping:
-    """The skeleton with each hole replaced by its tail (``fill``: id(hole) -> nodes)."""
+def _assemble(struct, tails: list, unit: str) -> M.Mapping:
+    """The skeleton with its holes, left to right, replaced by ``tails``."""
+    fill = iter(tails)
 
-    def build(seq):
-        out = []
-        for n in seq:
-            if isinstance(n, _Hole):
-                out += fill[id(n)]
-            elif isinstance(n, list):  # a split: one node list per group
-                kids = [M.Nested.model_construct(nodes=build(k)) for k in n]
-                out.append(M.Sequential.model_construct(nodes=kids))
-            else:
-                out.append(n)
-        return out
+    def build(s) -> list:
+        if s[0] == "H":
+            return [_node(n, unit) for n in next(fill)]
+        segment, subs = s
+        kids = [M.Nested.model_construct(nodes=build(sub)) for sub in subs]
+        return [_node(n, unit) for n in segment] + [M.Sequential.model_construct(nodes=kids)]
 
-    return M.Mapping.model_construct(nodes=build(nodes))
+    return M.Mapping.model_construct(nodes=build(struct))
 
 
-def _storage(tensor: str, memory: str) -> M.Storage:
-    """A new storage node (no validation: the oracle's nodes are well-formed)."""
-    return M.Storage.model_construct(tensors=[tensor], component=memory)
-
-
-def _temporal(var: str, tile: int) -> M.Temporal:
-    return M.Temporal.model_construct(rank_variable=var, tile_shape=tile)
-
-
-def _going_down(seq, levels: dict) -> bool:
-    """Each tensor's nodes in ``seq`` go down the hierarchy (updates ``levels``)."""
-    for t, lv, _ in seq:
-        if lv <= levels.get(t, -1):
-            return False
-        levels[t] = lv
-    return True
+def _down(x) -> tuple:
+    return (x[1], x[0])
 
 
 def _items(d: dict) -> tuple:
     return tuple(sorted(d.items()))
-
-
-def _describe(node, info) -> tuple:
-    if isinstance(node, M.Storage):
-        t = node.tensors[0]
-        return ("S", t, node.component) if t in info.tensors else ("x",)
-    if isinstance(node, M.Temporal):
-        return ("T", node.rank_variable, node.tile_shape)
-    return ("C", node.einsum)
 
 
 def _splits(n: int):
