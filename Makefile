@@ -12,7 +12,7 @@ PYTHON312 ?= $(shell for p in $${PYENV_ROOT:-$$HOME/.pyenv}/versions/3.12*/bin/p
 VENV312 := .venv312
 STAMP312 := $(VENV312)/.installed-components
 
-.PHONY: demo test lint format clean browser components test-components
+.PHONY: demo test test-oracle lint format clean browser components test-components
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +33,11 @@ test: $(DEVSTAMP)
 	$(BIN)/ruff check src tests benchmarks experiments
 	$(BIN)/ruff format --check src tests benchmarks experiments
 	$(BIN)/python -m pytest
+
+# FFM against the independent LoopTree oracle (every LoopTree of 48 tiny random cases;
+# minutes, deselected from `make test`), two cases at a time.
+test-oracle: $(DEVSTAMP)
+	$(BIN)/python -m pytest -m oracle -n 2
 
 # Headless Chromium for the HTML report tests (they are skipped, saying why, without it).
 browser:

@@ -33,7 +33,8 @@ right above the point: its *anchor*); it is live for the branches through the an
 from the first to the last user, and for every branch through the first loop below the
 anchor on a user's path. Usage is the largest sum of live reservations over branches.
 
-Reductions; none can lose an optimum:
+Reductions; none can lose an optimum (each tree left out is no better than one that
+is scored, or is not valid):
 
 * In a run of consecutive loops (no storage node between), at most one loop per rank
   variable: of two, the outer one cuts a tile no node sees, so no count changes, no
@@ -53,7 +54,14 @@ Reductions; none can lose an optimum:
 * Storage nodes after the last loop of a segment, right above its split, are of tensors
   used in two groups or more (or top-memory backing nodes at the root): a node only one
   group uses sits there exactly as at the top of that group (same chains, same
-  lifetime, no loop in between), which is enumerated there.
+  lifetime, no loop in between), which is enumerated there. So a segment above a split
+  ends in a block of tensors two of its Einsums use: only such segments are made, and a
+  segment is only extended while such a block can still follow (a tensor with a memory
+  below its deepest node so far).
+* A group below a split does not split at once (an empty segment): that tree has the
+  same branches as the tree with the group's parts in the parent's split
+  (``Mapping.branches`` drops splits), so the model sees the same tree, and the parent's
+  split allows it (its rules are those of the two splits together).
 * Blocks of adjacent storage nodes: one order per *lowering signature*, which is, for
   each Einsum of the group with a node in the block, its last node there if that node
   is not a backing node, else "none". Another order with the same signature gives every
@@ -61,14 +69,14 @@ Reductions; none can lose an optimum:
   a tensor's view), so the same counts; a holder that is not its chain's last in the
   block reserves right under itself (the next step of its chain is a holder), with the
   same tile (no loop in a block), anchored at itself (same branches through it, same
-  first loop below it on every path), as does a backing last node; the last
-  non-backing node is lowered through the same loops whatever the order; and the lowering
-  of a holder above the block stops at the block's first node of its chain, past the same
-  loops. So every reservation has the same bits and lifetime. Which orders occur: the
-  Einsums' last nodes, read from the end of an order, are each the deepest node of its
-  tensor in the block; the others go first, each tensor's nodes going down (this order
-  has the same last nodes and is valid), so the signatures are enumerated by choosing
-  those last nodes from the end.
+  first loop below it on every path), as does a backing last node; the last non-backing
+  node is lowered through the same loops whatever the order; and the lowering of a
+  holder above the block stops at the block's first node of its chain, past the same
+  loops. So every reservation has the same bits and lifetime. Which signatures occur:
+  an Einsum's last node in a block is the deepest node of its tensor there (each
+  tensor's nodes go down); a choice of last nodes occurs when some order of the chosen
+  nodes puts each Einsum's last one after its other chosen ones, and then that order
+  after the other nodes (going down) realizes it.
 * Runs of loops above a split: one order per *lowering signature*, which is, for each
   Einsum of the group whose last holder is still being lowered (not a backing node, not
   stopped by a loop or a holder since), the set of the run's loops it passes. Counts do
@@ -80,13 +88,40 @@ Reductions; none can lose an optimum:
   loop of the segment, so lifetimes are the same; holders not being lowered here are
   unaffected. Whether lowering goes on below the run is part of the signature (the whole
   run passed, no partially relevant loop last).
+* A segment after which an Einsum's own reservations already overflow a memory is not
+  extended, nor a block or run that makes them overflow: every reservation of a chain is
+  live while its Einsum runs (it is a user) with at least the bits that chain gives it (a
+  key shared by several chains takes the largest), further nodes only add reservations,
+  and the bits counted are exact or less: a backing holder's tile under it, a holder
+  whose lowering stopped the tile where it stopped, a holder still being lowered one
+  value (the tile with every rank variable at 1). Tiles are boxes as in
+  ``capacity.reservations``: each rank spans ``1 + sum(|c| * (tile - 1))``, the tile
+  being the largest the loops above cut, which is the last tile of the variable on the
+  path (later loops divide it).
+* A tail that another tail of the same hole beats or ties on energy, on latency and on
+  its Einsum's chain's usage of every memory is dropped: the tail's reservations, and
+  that of the holder it lowers from above, are live in its Einsum's branch only (their
+  anchors are in the tail, below the last split on that path); every other reservation
+  and every other branch are the same with either tail; the chain's usage alone is that
+  of the reservations above, which do not depend on the tail, plus these. So the other
+  tail, in the same tree, fits whenever this one does and is no worse.
 
-The search: for every *skeleton* (the tree with each Einsum's tail left open), each
-Einsum's tails are costed alone (energy and latency of an Einsum depend only on its own
-chain), then combinations are visited best-first and the model checks each assembled
-tree; the first that fits is the optimum of that skeleton. A chain is costed once: its
-cost and its tails' costs are keyed by the chain with the other tensors' nodes dropped
-(they are not in it).
+Costs. An Einsum's energy and latency depend only on its chain, so a chain is costed
+alone and once, keyed by its *canonical* form: each run of loops between two of its
+holders in one order, given by the loops the holder above it (if it is being lowered)
+passes, sorted by variable, then an irrelevant loop that stops it, then the rest by
+variable (a stable sort keeps two loops over one variable in order). The canonical form
+has the same counts (loop order in a run) and lowers every holder past the same loops,
+so it has the same energy, latency and usage. The tails below an Einsum's nodes above a
+hole are costed once per canonical form of those nodes (a tail added below gives chains
+with equal canonical forms).
+
+The search: for every *skeleton* (the tree with each Einsum's tail left open: a
+*hole*), each hole's tails are costed; then (skeleton, tail per hole) choices are
+visited best-first by a lower bound of the objective (the summed energy or latency of
+the chosen tails; for EDP the summed energy times the skeleton's least summed latency),
+the model checks each assembled tree for capacity, and the first that fits and beats
+every bound left is the optimum.
 """
 
 from __future__ import annotations
@@ -100,8 +135,8 @@ from typing import NamedTuple
 from fusemap.model.capacity import memory_usage
 from fusemap.model.chains import branch_chains, build_chain
 from fusemap.model.costs import einsum_costs
-from fusemap.model.reuse import projection_terms
 from fusemap.model.evaluate import evaluate_mapping
+from fusemap.model.reuse import projection_terms
 from fusemap.spec import mapping as M
 from fusemap.spec.arch_eval import ArchEvaluator
 from fusemap.spec.errors import InvalidMappingError
