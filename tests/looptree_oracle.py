@@ -4,17 +4,20 @@ It shares no code with the mapper: it builds LoopTrees node by node from the Loo
 grammar and asks the model (:mod:`fusemap.model`) for their energy, latency and buffer
 usage. A tree, for the Einsums E0..En-1 in the given order, is a *segment* (a sequence
 of storage nodes and loops) followed either by one Einsum's compute leaf or by a split of
-its Einsums into consecutive groups, each again such a tree. Every tree is enumerated:
+its Einsums into consecutive groups, each again such a tree. The trees enumerated:
 
 * storage nodes: any tensor used below, in any memory that may hold it (``keep`` /
   ``may_keep``; ``keep`` is a must), going down the hierarchy along every path, at most
   one per memory and path; the backing node of a tensor (its first node on each user's
   path) is common to all its users (it lies in the segment of a group holding every
-  user); nodes of the unbounded top memory sit at the root (anywhere else they change no
-  count and no usage);
+  user); nodes of the unbounded top memory sit at the root, as in the mapper's trees
+  (a top-memory node is a backing node and reserves nothing that counts, and where it
+  sits changes no count; placed lower it could only stop the lowering of a holder of a
+  chain that uses it, see below: such trees are not enumerated);
 * loops: any rank variable of every Einsum below, tiles shrinking to 1 at each leaf;
   the first loop of a variable on a path may take any size (the ranks are small), later
-  ones divide the tile above; no spatial loops (the cases have no fanout);
+  ones divide the tile above (the mapper's tile shapes); no spatial loops (the cases
+  have no fanout);
 * no loop over a rank variable that an Einsum reduces shared with a reader of that
   Einsum's output (the reader would see a partial value);
 * a tree is valid when the model accepts it (capacity).
@@ -24,44 +27,79 @@ used by the reductions below. Each Einsum's *chain* is its root-to-leaf path wit
 storage nodes of other tensors dropped. Its counts (so its energy and latency) depend,
 per tensor, on that tensor's holders and on the tiles the loops above each holder cut,
 per rank variable in order (``linearize``, ``TileCounter``): not on the order of loops
-over different variables between two holders. A holder reserves its tile at its
-reservation point: right under it for a backing holder (the first of its tensor on the
-path), else *lowered* past the loops that follow in its chain while they are relevant
-(past a partially relevant one, then stops; stops above an irrelevant one, at the
-chain's next holder or leaf). The reservation's key is (node, tensor, the mapping node
-right above the point: its *anchor*); it is live for the branches through the anchor
-from the first to the last user, and for every branch through the first loop below the
-anchor on a user's path. Usage is the largest sum of live reservations over branches.
+over different variables between two holders, nor on where other tensors' nodes sit. A
+holder reserves its tile at its reservation point: right under it for a backing holder
+(the first of its tensor on the path), else *lowered* past the loops that follow in its
+chain while they are relevant (past a partially relevant one, then stops; stops above
+an irrelevant one, at the chain's next holder or leaf). The reservation's key is (node,
+tensor, the mapping node right above the point: its *anchor*, the holder itself or a
+loop); chains with one key share one reservation, the largest of theirs. It is live for
+the branches through the anchor from the first to the last user, and for every branch
+through the first loop below the anchor on a user's path. Usage is the largest sum of
+live reservations over branches. So a reservation only one chain makes and whose anchor
+is lower on that chain's path, with no more bits, is never live where the other is not
+(*lowering a holder only one chain has is no worse than stopping it*, used below).
 
 Reductions; none can lose an optimum (each tree left out is no better than one that
-is scored, or is not valid):
+is scored, or is not valid; each rule below maps a left-out tree to such a tree, and
+repeating them ends: nodes only move down or go):
 
 * In a run of consecutive loops (no storage node between), at most one loop per rank
-  variable: of two, the outer one cuts a tile no node sees, so no count changes, no
-  reservation changes (a holder lowered through the run passes both or stops before
-  both) and no lifetime changes (the inner loop lies between the same reservations and
-  splits).
+  variable: of two, the outer one cuts a tile no node sees (the inner one divides it),
+  so no count changes; a holder lowered through the run passes both or stops before
+  both, or stops after the outer one if it is partially relevant, where without it it
+  stops after the inner one with a tile no larger, anchored one loop lower; lifetimes
+  only shrink (the inner loop lies between the same reservations and splits).
 * Below the last split on an Einsum's path (its *tail*, which only it uses), the loops
-  of a run come in one order: relevant to the Einsum's last storage node above first,
-  then partially relevant, then the others. Loop order in a run changes no count
-  (``tests/test_model_loop_order.py``); it only decides how far that node's reservation
-  is lowered, and this order lowers it furthest, so every other order has the same costs
-  and at least its usage.
+  of a run come in few orders. Loop order in a run changes no count
+  (``tests/test_model_loop_order.py``); it only decides how far the holder being
+  lowered into the run passes: the relevant loops, then at most one partially relevant
+  one. If that holder is in the tail, only this chain has it, and passing all relevant
+  loops and one partially relevant loop (one order per such loop, the rest after)
+  gives the smallest tile, lowest anchor (lowering a holder only one chain has). If it
+  lies above the split (the tail's first run), stopping it right away may let its key
+  be shared with other chains that stop it at the same node, so one more order puts
+  the irrelevant loops first; every other order passes some loops and makes a
+  reservation only this chain has, no smaller than with the orders above.
+* In a tail, no storage node below every loop (right above the compute leaf) that is
+  not a backing node and only adds accesses: its memory need not keep the tensor; for an
+  output, the Einsum is no copy and every component skips an output's first values
+  alike (``skip_initial_output_write``); and costs only grow with accesses (action
+  energies, leak power and ``actions_scale`` not negative, no ``total_latency``
+  expression). Its parent then sends and takes back exactly what it would exchange with
+  the holder or leaf below it (the same tiles: no loop between; ``count_tensor``), so
+  without it the counts are the same but for its own accesses (no more energy, no more
+  calls at its component, so no more latency), there is one reservation less, and every
+  other is the same: a holder it stopped stops at the next holder or the leaf instead,
+  anchored at the same node (no loop between).
 * No loop right above a split (after the last storage node of its segment): moved into
-  every group below, each chain keeps the same nodes in the same order, and every
-  reservation above it lives no longer (a loop between a reservation and a split makes
-  it live for every group), so the tree without it is at least as good.
-* Storage nodes after the last loop of a segment, right above its split, are of tensors
-  used in two groups or more (or top-memory backing nodes at the root): a node only one
-  group uses sits there exactly as at the top of that group (same chains, same
-  lifetime, no loop in between), which is enumerated there. So a segment above a split
-  ends in a block of tensors two of its Einsums use: only such segments are made, and a
-  segment is only extended while such a block can still follow (a tensor with a memory
-  below its deepest node so far).
+  every group below, each chain keeps the same nodes in the same order; a reservation
+  anchored in the moved run splits into one per group, each live only in its group and
+  no larger, and every reservation above lives no longer (a loop between a reservation
+  and a split makes it live for every group).
+* The storage nodes after the last loop of a segment, right above its split (its *end
+  block*), stay there only if moving them to the top of their part would change the
+  tree. A node of a tensor one part uses and that no later node of the end block
+  follows in any of its users' chains sits there exactly as at the top of that part
+  (same chains; same lifetimes: the same anchor and first loop below it), which is
+  enumerated there. If that tensor is used by one Einsum of the group only, and that
+  Einsum's last node of the end block is a backing node, the node moved to the top of
+  its part gives the same chains but for its own place among nodes that are not
+  lowered (so the same counts and the same other reservations; a holder lowered from
+  above stops at the Einsum's first node of the block, anchored one node above it,
+  either way), and it is then lowered or stopped: no worse (lowering a holder only one
+  chain has). So an end block's last node is of a tensor used by two parts or more (or
+  is a top-memory node at the root), and so is each of its nodes but those followed by
+  a node of one of their users, and for a tensor one Einsum of the group uses, by that
+  Einsum's last node of the block, which is not a backing node (that Einsum lowers it,
+  which no tree with the node below the split does). Only segments that end so are made,
+  and a segment is only extended while such a block can still follow (a tensor two
+  Einsums of the group use with a memory below its deepest node so far).
 * A group below a split does not split at once (an empty segment): that tree has the
   same branches as the tree with the group's parts in the parent's split
   (``Mapping.branches`` drops splits), so the model sees the same tree, and the parent's
-  split allows it (its rules are those of the two splits together).
+  split allows it (its rules are those of the two splits together). The root's segment
+  is empty only when no tensor must be kept in the top memory.
 * Blocks of adjacent storage nodes: one order per *lowering signature*, which is, for
   each Einsum of the group with a node in the block, its last node there if that node
   is not a backing node, else "none". Another order with the same signature gives every
@@ -72,11 +110,18 @@ is scored, or is not valid):
   first loop below it on every path), as does a backing last node; the last non-backing
   node is lowered through the same loops whatever the order; and the lowering of a
   holder above the block stops at the block's first node of its chain, past the same
-  loops. So every reservation has the same bits and lifetime. Which signatures occur:
-  an Einsum's last node in a block is the deepest node of its tensor there (each
-  tensor's nodes go down); a choice of last nodes occurs when some order of the chosen
-  nodes puts each Einsum's last one after its other chosen ones, and then that order
-  after the other nodes (going down) realizes it.
+  loops, anchored at the same node. So every reservation has the same bits and
+  lifetime. Which signatures occur: an Einsum's last node in a block is the deepest
+  node of its tensor there (each tensor's nodes go down); a choice of last nodes occurs
+  when some order of the chosen nodes puts each Einsum's last one after its other
+  chosen ones, and then that order after the other nodes (going down) realizes it.
+  Signatures where an Einsum lowers nothing although it has a non-backing node in the
+  block that no other Einsum of the group uses are left out: with that node moved to
+  the end of the block (a signature that occurs: no other chain has it) the counts and
+  every other reservation are the same (the Einsum's other nodes there are stopped, or
+  backing, either way), and it is lowered, if only past no loop (lowering a holder only
+  one chain has; the runs below are made for every signature, so for the same orders of
+  the other chains).
 * Runs of loops above a split: one order per *lowering signature*, which is, for each
   Einsum of the group whose last holder is still being lowered (not a backing node, not
   stopped by a loop or a holder since), the set of the run's loops it passes. Counts do
@@ -84,8 +129,9 @@ is scored, or is not valid):
   reservation has the same tile and its anchor is the same loop for every chain that
   lowers it (the last of the same prefix), so the same reservations are shared between
   chains; every reservation's lifetime depends on its anchor only through the branches
-  through it and the first loop below it, and every branch of the group passes every
-  loop of the segment, so lifetimes are the same; holders not being lowered here are
+  through it and the first loop below it, which is another loop of the run (every
+  branch of the group passes it) unless the anchor is the run's last loop, the same for
+  every order when the whole run is passed; holders not being lowered here are
   unaffected. Whether lowering goes on below the run is part of the signature (the whole
   run passed, no partially relevant loop last).
 * A segment after which an Einsum's own reservations already overflow a memory is not
@@ -99,12 +145,20 @@ is scored, or is not valid):
   being the largest the loops above cut, which is the last tile of the variable on the
   path (later loops divide it).
 * A tail that another tail of the same hole beats or ties on energy, on latency and on
-  its Einsum's chain's usage of every memory is dropped: the tail's reservations, and
-  that of the holder it lowers from above, are live in its Einsum's branch only (their
-  anchors are in the tail, below the last split on that path); every other reservation
-  and every other branch are the same with either tail; the chain's usage alone is that
-  of the reservations above, which do not depend on the tail, plus these. So the other
-  tail, in the same tree, fits whenever this one does and is no worse.
+  its Einsum's chain's usage of every memory, both lowering the chain's holder being
+  lowered from above into the tail or neither, is dropped. The tail's reservations, and
+  that holder's if the tail lowers it, are live in the Einsum's branch only (their
+  anchors are in the tail, below the last split on that path, so no other chain shares
+  their keys); if neither tail lowers it, it stops at the same point above the split
+  with the same tile and anchor, so it shares its key with the same chains either way
+  (a tail that lowers it and one that does not are not compared: the chain then leaves
+  or joins a key other chains may share, whose reservation may be live in its branch
+  anyway); every other reservation (its bits, its key, its lifetime: the first loop
+  below an anchor above the split on this Einsum's path is in the tail, and counts only
+  for a reservation this Einsum uses, live in its branch anyway) and every other branch
+  are the same with either tail; the chain's usage alone is that of the reservations
+  above, which do not depend on the tail, plus these. So the other tail, in the same
+  tree, fits whenever this one does and is no worse.
 
 Costs. An Einsum's energy and latency depend only on its chain, so a chain is costed
 alone and once, keyed by its *canonical* form: each run of loops between two of its
@@ -114,7 +168,8 @@ variable (a stable sort keeps two loops over one variable in order). The canonic
 has the same counts (loop order in a run) and lowers every holder past the same loops,
 so it has the same energy, latency and usage. The tails below an Einsum's nodes above a
 hole are costed once per canonical form of those nodes (a tail added below gives chains
-with equal canonical forms).
+with equal canonical forms). What may follow a prefix of a segment or a tail depends
+only on the path after it (``_Path``), so it is made once per path.
 
 The search: for every *skeleton* (the tree with each Einsum's tail left open: a
 *hole*), each hole's tails are costed; then (skeleton, tail per hole) choices are
@@ -141,8 +196,6 @@ from fusemap.spec import mapping as M
 from fusemap.spec.arch_eval import ArchEvaluator
 from fusemap.spec.errors import InvalidMappingError
 from fusemap.spec.resolve import resolve_workload
-
-RANK = {"relevant": 0, "partial": 1, "irrelevant": 2}
 
 # Nodes while enumerating are tuples: ("S", tensor, memory), ("T", rank variable, tile),
 # ("C", einsum); mapping nodes are made only for a tree that is costed or checked.
@@ -186,6 +239,7 @@ class LoopTreeOracle:
         self.memories = [c for c in flat.path if c.kind == "memory"]
         assert math.isinf(self.memories[0].size), "the oracle's top memory is unbounded"
         self.level = {c.name: i for i, c in enumerate(self.memories)}
+        self._uses = [(e, t) for e in self.einsums for t in self.info[e].tensors]
         self.users = {
             t: [e for e in self.einsums if t in self.info[e].tensors] for t in self.wl.tensors
         }
@@ -198,12 +252,31 @@ class LoopTreeOracle:
         self._may: dict[tuple[str, str, str], bool] = {}
         self._cost: dict[tuple, tuple[float, float] | None] = {}
         self._tail_cache: dict[tuple, list] = {}
-        self._tail_nodes: dict[_Path, list] = {}
+        self._leaf_cache: dict[tuple, list] = {}
+        self._suffix_cache: dict[tuple, list] = {}
+        self._facts: dict[tuple, tuple] = {}
         self._skeletons: dict[tuple, list] = {}
         self._split_cache: dict[tuple, bool] = {}
         self._bit_cache: dict[tuple, float] = {}
         self._nodes: dict[tuple, M.MappingNode] = {}
         self._fit_cache: dict[tuple, bool] = {}
+        self._seen_by: dict[tuple, tuple] = {}
+        self._views: dict[tuple, tuple] = {}
+        self._parts: dict[tuple, list] = {}
+        self._adds: dict[tuple, bool] = {}
+        # Costs that only grow with accesses: energies and leak power not negative, every
+        # latency the sum of calls over throughputs (no ``total_latency`` expression).
+        self._monotone = {
+            e: all(
+                c.node.total_latency is None
+                and c.leak_power >= 0
+                and c.actions_scale >= 0
+                and all(a.energy is not None and a.energy >= 0 for a in c.actions.values())
+                for c in self.flat[e].path
+                if c.kind != "container"
+            )
+            for e in self.einsums
+        }
         self.size = {m.name: m.size for m in self.memories if not math.isinf(m.size)}
 
     # ------------------------------------------------------------------ helpers
@@ -223,8 +296,21 @@ class LoopTreeOracle:
 
     def _view(self, group, path: _Path) -> _Path:
         """``path`` as the Einsums of ``group`` see it (their ranks, tensors, names)."""
-        vs = set().union(*(self.variables[e] for e in group))
-        ts = set().union(*(self.tensors[e] for e in group))
+        key = (group, id(path))
+        found = self._views.get(key)
+        if found is not None and found[0] is path:  # paths are made once and kept
+            return found[1]
+        view = self._make_view(group, path)
+        self._views[key] = (path, view)
+        return view
+
+    def _make_view(self, group, path: _Path) -> _Path:
+        found = self._seen_by.get(group)
+        if found is None:
+            vs = frozenset().union(*(self.variables[e] for e in group))
+            ts = frozenset().union(*(self.tensors[e] for e in group))
+            found = self._seen_by[group] = (vs, ts)
+        vs, ts = found
         return _Path(
             tuple(x for x in path.sizes if x[0] in vs),
             frozenset(v for v in path.looped if v in vs),
@@ -282,14 +368,11 @@ class LoopTreeOracle:
             end = len(segment)
             while end and segment[end - 1][0] == _S:
                 end -= 1
-            trailing = tuple(n[1:] for n in segment[end:])
-            for cut in _splits(len(group)):
-                parts = tuple(
-                    group[a:b] for a, b in zip((0, *cut), (*cut, len(group)), strict=True)
-                )
+            trailing = _marked(segment[end:], set(dict(path.levels)) | _tensors(segment[:end]))
+            for parts in self._partitions(group):
                 if not self._split_ok(after.looped, parts):
                     continue
-                if not self._tail_block_ok(trailing, end == 0, parts):
+                if not self._end_block_ok(trailing, end == 0, parts):
                     continue
                 subs = [
                     [(("H", p[0]), ((p[0], (), after),))]
@@ -304,72 +387,119 @@ class LoopTreeOracle:
         self._skeletons[key] = out
         return out
 
+    def _partitions(self, group) -> list:
+        """The splits of ``group`` into two or more consecutive groups."""
+        found = self._parts.get(group)
+        if found is None:
+            n = len(group)
+            found = self._parts[group] = [
+                tuple(group[a:b] for a, b in zip((0, *cut), (*cut, n), strict=True))
+                for k in range(1, n)
+                for cut in itertools.combinations(range(1, n), k)
+            ]
+        return found
+
     def _own(self, einsum: str, nodes) -> tuple:
         """The nodes of ``einsum``'s chain among ``nodes`` (other tensors' nodes dropped)."""
         mine = self.tensors[einsum]
         return tuple(n for n in nodes if n[0] != _S or n[1] in mine)
 
-    def _segments(self, group, path: _Path):
-        """Sequences of storage nodes and loops for ``group`` (a segment), with the path
-        after it. Blocks of adjacent storage nodes and runs of loops alternate."""
-        single = len(group) == 1
-        common = sorted(set.intersection(*(set(self.info[e].rank_variables) for e in group)))
-        tensors = sorted({t for e in group for t in self.info[e].tensors})
-
-        if single:
-
-            def rec(nodes: tuple, p: _Path, after_run: bool):
-                yield nodes, p
-                if after_run or not nodes:
-                    for block, q in self._blocks(group, tensors, p, True, not nodes):
-                        yield from rec(nodes + block, q, False)
-                if not nodes or not after_run:
-                    for run, q in self._runs(group, common, p, True):
-                        yield from rec(nodes + run, q, True)
-
-            yield from rec((), path, False)
-            return
-        # Above a split a segment ends in a block of tensors used by two Einsums of the
-        # group or more (the module docstring): only those segments are made, and only
-        # prefixes after which such a block may still come are extended.
-        shared = {t for t in tensors if sum(t in self.tensors[e] for e in group) > 1}
-        below = {
-            t: [
-                self.level[m.name]
-                for m in self.memories[1:]
-                if all(self._may_hold(e, t, m.name) for e in group if t in self.tensors[e])
-                and (t in dict(path.levels) or set(self.users[t]) <= set(group))
-            ]
-            for t in shared
-        }
-
-        def can_end(p: _Path) -> bool:
-            levels = dict(p.levels)
-            return any(lv > levels.get(t, -1) for t in shared for lv in below[t])
-
-        def rec(nodes: tuple, p: _Path):  # nodes: empty or ending in a run
-            first = not nodes
-            runs_left = any(dict(p.sizes)[v] > 1 for v in common)
-            only = None if runs_left else shared
-            for block, q in self._blocks(group, tensors, p, False, first, only):
-                if all(n[1] in shared or n[2] == top for n in block):
-                    yield nodes + block, q
-                if runs_left and can_end(q):
-                    for run, r in self._runs(group, common, q, False):
-                        yield from rec(nodes + block + run, r)
-            if first:
-                for run, r in self._runs(group, common, p, False):
-                    yield from rec(run, r)
-
+    def _segments(self, group, path: _Path) -> list:
+        """Sequences of storage nodes and loops for ``group`` (a segment) above a split,
+        with the path after each. Blocks of adjacent storage nodes and runs of loops
+        alternate. A segment ends in a block whose last node is of a tensor used by two
+        Einsums of the group or more, and so is every node not followed by a node of one
+        of its users (the module docstring): only those segments are made, and only
+        prefixes after which such a block may still come are extended. What may follow a
+        prefix depends only on the path after it, so it is made once per path."""
         top = self.memories[0].name
-        if can_end(path) or len(group) == len(self.einsums):
-            yield from rec((), path)
+        out = []
+        at_root = len(group) == len(self.einsums)
+        if at_root and not any(t in self.ae.components(e)[top].keep for e, t in self._uses):
+            out.append(((), path))  # nothing must sit at the root: it may split at once
+        if self._can_end(group, path) or at_root:
+            out += self._suffixes(group, path, True)
+        return out
 
-    def _blocks(self, group, tensors, p: _Path, single: bool, first: bool, only=None):
+    def _group_facts(self, group) -> tuple:
+        """The rank variables all of ``group`` has, its tensors, those two or more of it
+        use (each with the levels below the top memory all their users here may hold
+        it in), and the finest split of the group."""
+        found = self._facts.get(group)
+        if found is None:
+            common = sorted(set.intersection(*(set(self.info[e].rank_variables) for e in group)))
+            tensors = sorted({t for e in group for t in self.info[e].tensors})
+            shared = {}
+            for t in tensors:
+                users = [e for e in group if t in self.tensors[e]]
+                if len(users) > 1:
+                    shared[t] = [
+                        self.level[m.name]
+                        for m in self.memories[1:]
+                        if all(self._may_hold(e, t, m.name) for e in users)
+                    ]
+            found = self._facts[group] = (common, tensors, shared, tuple((e,) for e in group))
+        return found
+
+    def _can_end(self, group, p: _Path) -> bool:
+        """Whether a block of a tensor two Einsums of ``group`` use may still come (a
+        memory below its deepest node so far; a backing node only where every user is)."""
+        _, _, shared, _ = self._group_facts(group)
+        levels = dict(p.levels)
+        return any(
+            lv > levels.get(t, -1)
+            for t, lvs in shared.items()
+            if t in levels or set(self.users[t]) <= set(group)
+            for lv in lvs
+        )
+
+    def _suffixes(self, group, p: _Path, first: bool) -> list:
+        """The ends of segments of ``group`` after a prefix that is empty (``first``) or
+        ends in a run, with the path ``p`` after it."""
+        key = (group, p, first)
+        found = self._suffix_cache.get(key)
+        if found is not None:
+            return found
+        common, tensors, _, singles = self._group_facts(group)
+        out = []
+        runs_left = any(dict(p.sizes)[v] > 1 for v in common)
+        for block, q in self._blocks(group, tensors, p, False, first):
+            if self._end_block_ok(_marked(block, dict(p.levels)), first, singles):
+                out.append((block, q))
+            if runs_left and self._can_end(group, q):
+                for run, r in self._runs(group, common, q, False):
+                    out += [(block + run + rest, z) for rest, z in self._suffixes(group, r, False)]
+        if first:
+            for run, r in self._runs(group, common, p, False):
+                out += [(run + rest, z) for rest, z in self._suffixes(group, r, False)]
+        self._suffix_cache[key] = out
+        return out
+
+    def _leaves(self, name: str, p: _Path, after_run: bool, first: bool) -> list:
+        """Every tail of Einsum ``name`` from the path ``p`` (its own view) down to its
+        compute leaf; ``after_run``: the tail so far ends in a run; ``first``: it is
+        empty."""
+        key = (name, p, after_run, first)
+        found = self._leaf_cache.get(key)
+        if found is not None:
+            return found
+        group = (name,)
+        common, tensors, _, _ = self._group_facts(group)
+        out = []
+        if all(size == 1 for _, size in p.sizes):
+            out.append(((_C, name),))
+        if after_run or first:
+            for block, q in self._blocks(group, tensors, p, True, first):
+                out += [block + rest for rest in self._leaves(name, q, False, False)]
+        if first or not after_run:
+            for run, q in self._runs(group, common, p, True, first):
+                out += [run + rest for rest in self._leaves(name, q, True, False)]
+        self._leaf_cache[key] = out
+        return out
+
+    def _blocks(self, group, tensors, p: _Path, single: bool, first: bool):
         """Non-empty blocks of adjacent storage nodes (each tensor's nodes going down),
-        one order per lowering signature (see the module docstring). The unbounded top
-        memory's nodes come first (backing nodes that never lower). ``only``: the
-        tensors other memories' nodes may be of (default: all)."""
+        one order per lowering signature (see the module docstring)."""
         top = self.memories[0]
         levels0 = dict(p.levels)
         at_root = first and not levels0 and len(group) == len(self.einsums)
@@ -384,19 +514,21 @@ class LoopTreeOracle:
                     continue
                 if mem is top and not at_root:
                     continue
-                if only is not None and mem is not top and t not in only:
-                    continue
                 if t not in levels0 and not set(users) <= set(group):
                     continue  # a backing node must be common to every user
                 if not all(self._may_hold(e, t, mem.name) for e in users if e in group):
                     continue
                 kept = any(t in self.ae.components(e)[mem.name].keep for e in users)
                 (forced if mem is top and kept else choices).append((t, lv, mem.name))
+        last = single and all(size == 1 for _, size in p.sizes)  # right above the leaf
         for subset in self._subsets(group, forced, choices, p):
-            tops = sorted(forced + [x for x in subset if x[1] == 0])
-            rest = [x for x in subset if x[1] > 0]
-            for order in self._block_orders(group, tops, rest, levels0):
-                seq = tops + order
+            if last and any(
+                self._only_adds(group[0], t, m)
+                and (t in levels0 or any(y[0] == t for y in subset[:k]))
+                for k, (t, _, m) in enumerate(subset)
+            ):
+                continue  # a node below every loop that only adds accesses (docstring)
+            for seq in self._block_orders(group, forced + subset, levels0):
                 levels = dict(levels0)
                 lasts, lowering, used = dict(p.last_of), dict(p.lowering), dict(p.used)
                 for t, lv, m in seq:
@@ -467,15 +599,12 @@ class LoopTreeOracle:
             key = (einsum, memory)
             used[key] = used.get(key, 0.0) + self._bits(einsum, tensor, memory, sizes)
 
-    def _block_orders(self, group, tops, rest, levels0):
-        """Orders of a block's non-top nodes, one per lowering signature: each Einsum's
-        last node is the deepest of its tensor in the block; for every choice of them
-        that some order realizes (each last node after the Einsum's other chosen ones),
-        that order of the chosen nodes after the others (going down)."""
-        if not rest:
-            yield []
-            return
-        shallow = {t for t, _, _ in tops} | set(levels0)
+    def _block_orders(self, group, rest, levels0):
+        """Orders of a block's nodes, one per lowering signature: each Einsum's last
+        node is the deepest of its tensor in the block; for every choice of them that
+        some order realizes (each last node after the Einsum's other chosen ones), that
+        order of the chosen nodes after the others (going down)."""
+        shallow = set(levels0)
         deepest: dict[str, tuple] = {}
         count: dict[str, int] = {}
         for x in rest:
@@ -484,12 +613,23 @@ class LoopTreeOracle:
                 deepest[x[0]] = x
         members = [[x for x in deepest.values() if x[0] in self.tensors[e]] for e in group]
         want = [(e, m) for e, m in zip(group, members, strict=True) if m]
+
+        def backing(x) -> bool:
+            return x[0] not in shallow and count[x[0]] == 1
+
+        # An Einsum with a node it may lower that no other Einsum here uses lowers one
+        # (lowering nothing is no better: the module docstring).
+        own_lowerable = {
+            e: any(not backing(x) and self._only_user(e, x[0], group) for x in m) for e, m in want
+        }
         seen = set()
         for lasts in itertools.product(*(m for _, m in want)):
             sig = tuple(
-                None if x[0] not in shallow and count[x[0]] == 1 else x for x in lasts
+                None if backing(x) else x for x in lasts
             )  # a backing node is reserved under itself wherever it sits: no lowering
-            if sig in seen:
+            if sig in seen or any(
+                own_lowerable[e] and x is None for (e, _), x in zip(want, sig, strict=True)
+            ):
                 continue
             chosen = list(dict.fromkeys(lasts))
             for order in itertools.permutations(chosen):
@@ -505,10 +645,36 @@ class LoopTreeOracle:
             front = sorted((x for x in rest if x not in pos), key=_down)
             yield front + list(order)
 
-    def _runs(self, group, common, p: _Path, single: bool):
-        """Non-empty runs of loops, at most one per variable: in a tail in the order that
-        lowers the Einsum's last node furthest, above a split one order per lowering
-        signature."""
+    def _only_adds(self, einsum: str, tensor: str, memory: str) -> bool:
+        """Whether a node of ``tensor`` in ``memory`` that is not a backing node and has
+        no loop below it only adds accesses: the memory need not keep the tensor, and an
+        output's first values are skipped (or not) alike everywhere, in a non-copy."""
+        key = (einsum, tensor, memory)
+        found = self._adds.get(key)
+        if found is None:
+            comps = self.flat[einsum].path
+            info = self.info[einsum]
+            found = (
+                self._monotone[einsum]
+                and tensor not in self.ae.components(einsum)[memory].keep
+                and (
+                    tensor not in info.outputs
+                    or not info.is_copy
+                    and len({c.skip_initial_output_write for c in comps}) == 1
+                )
+            )
+            self._adds[key] = found
+        return found
+
+    def _only_user(self, einsum: str, tensor: str, group) -> bool:
+        """Whether ``einsum`` is the only Einsum of ``group`` using ``tensor``."""
+        return all(e == einsum or tensor not in self.tensors[e] for e in group)
+
+    def _runs(self, group, common, p: _Path, single: bool, first: bool = False):
+        """Non-empty runs of loops, at most one per variable: in a tail the orders that
+        lower the Einsum's last node furthest (one per partially relevant loop it may
+        pass) and, in the tail's ``first`` run, one that does not lower it at all; above
+        a split one order per lowering signature."""
         options = []
         bounds = self.info[group[0]].bounds
         sizes0 = dict(p.sizes)
@@ -530,11 +696,7 @@ class LoopTreeOracle:
             sizes.update(run)
             looped = p.looped | {v for v, _ in run}
             if single:
-                e = group[0]
-                last = dict(p.last_of).get(e)
-                if last is not None:
-                    run.sort(key=lambda x: (RANK[self._rel(e, last, x[0])], x[0]))
-                orders = [run]
+                orders = self._tail_orders(group[0], run, p, first)
             else:
                 orders = itertools.permutations(run)
             seen = set()
@@ -569,18 +731,53 @@ class LoopTreeOracle:
                 )
                 yield tuple((_T, v, t) for v, t in order), after
 
-    def _tail_block_ok(self, trailing, no_loop: bool, parts) -> bool:
-        """Storage nodes after the last loop of a segment, right above the split, are of
-        tensors used in two parts or more (or top-memory backing nodes at the root)."""
-        key = ("tail", trailing, no_loop, parts)
+    def _tail_orders(self, e: str, run: list, p: _Path, first: bool) -> list:
+        """The orders of a run in ``e``'s tail (see the module docstring)."""
+        run = sorted(run, key=lambda x: x[0])
+        lowering = dict(p.lowering).get(e)
+        if lowering is None:  # no holder is lowered into the run: its order changes nothing
+            return [run]
+        kinds = {x: self._rel(e, lowering[0], x[0]) for x in run}
+        rel = [x for x in run if kinds[x] == "relevant"]
+        partial = [x for x in run if kinds[x] == "partial"]
+        irr = [x for x in run if kinds[x] == "irrelevant"]
+        if partial:  # it passes the relevant loops and one partially relevant loop
+            orders = [rel + [x] + [y for y in run if y not in rel and y is not x] for x in partial]
+        else:
+            orders = [rel + irr]
+        if first and irr and (rel or partial):  # not lowered: it stops above the tail
+            orders.append(irr + rel + partial)
+        return orders
+
+    def _end_block_ok(self, trailing, no_loop: bool, parts) -> bool:
+        """Whether the storage nodes after the last loop of a segment, right above the
+        split into ``parts``, may stay there (the module docstring): each is a top-memory
+        node at the root, or of a tensor used in two parts or more, or followed in the
+        block by a node of one of its users, which for a tensor only one Einsum of the
+        group uses must be that Einsum's last node of the block and not a backing node.
+        ``trailing``: (tensor, memory, whether it is a backing node) per node."""
+        key = ("end", trailing, no_loop, parts)
         ok = self._split_cache.get(key)
         if ok is None:
             top = self.memories[0].name
+            group = [e for part in parts for e in part]
             ok = True
-            for t, mem in trailing:
-                parts_using = sum(any(t in self.tensors[e] for e in part) for part in parts)
-                if parts_using < 2 and not (mem == top and no_loop):
-                    ok = False
+            for i, (t, mem, _) in enumerate(trailing):
+                if mem == top and no_loop:
+                    continue
+                if sum(any(t in self.tensors[e] for e in part) for part in parts) >= 2:
+                    continue
+                users = [e for e in group if t in self.tensors[e]]
+                later = [
+                    x for x in trailing[i + 1 :] if any(x[0] in self.tensors[e] for e in users)
+                ]
+                if not later:
+                    ok = False  # the same tree as with the node at the top of its part
+                elif len(users) == 1:
+                    last = [x for x in trailing if x[0] in self.tensors[users[0]]][-1]
+                    ok = not last[2]  # else no worse at the top of its part
+                if not ok:
+                    break
             self._split_cache[key] = ok
         return ok
 
@@ -611,33 +808,38 @@ class LoopTreeOracle:
         """Every valid tail of Einsum ``name`` below its own nodes ``above`` (``path``
         after them) with its energy, latency and usage. Tails depend on what the path did
         to the Einsum's own ranks and tensors only, their costs on its own nodes above."""
+        found = self._tail_cache.get((name, above))
+        if found is not None:
+            return found
         key = (name, self._canon(name, above))
         found = self._tail_cache.get(key)
         if found is not None:
+            self._tail_cache[name, above] = found
             return found
         own = self._view((name,), path)
-        leaves = self._tail_nodes.get(own)
-        if leaves is None:
-            info = self.info[name]
-            leaves = []
-            for nodes, after in self._segments([name], own):
-                sizes = dict(after.sizes)
-                if all(sizes[v] == 1 for v in info.rank_variables):
-                    leaves.append(nodes + ((_C, name),))
-            self._tail_nodes[own] = leaves
+        leaves = self._leaves(name, own, False, True)
+        lowered = dict(own.lowering).get(name)  # the holder above being lowered, if any
         costed = []
         for leaf in leaves:
             cost = self._chain_cost(name, above + leaf)
             if cost is not None:
-                costed.append((*cost, leaf))
+                # Whether the tail lowers that holder: its first loop (relevant ones come
+                # first) is relevant or partially relevant to the holder's tensor.
+                into = (
+                    lowered is not None
+                    and leaf[0][0] == _T
+                    and self._rel(name, lowered[0], leaf[0][1]) != "irrelevant"
+                )
+                costed.append((*cost, leaf, into))
         # Drop a tail that another beats or ties on energy, latency and the usage of the
-        # Einsum's chain in every memory (the module docstring).
+        # Einsum's chain in every memory, both lowering the holder above into the tail or
+        # neither (the module docstring).
         costed.sort(key=lambda x: (x[0], x[1], x[2]))
         out: list = []
         for c in costed:
-            if not any(_covers(d, c) for d in out):
+            if not any(d[4] == c[4] and _covers(d, c) for d in out):
                 out.append(c)
-        self._tail_cache[key] = out
+        self._tail_cache[key] = self._tail_cache[name, above] = out
         return out
 
     def _chain_cost(self, name: str, chain: tuple):
@@ -665,13 +867,12 @@ class LoopTreeOracle:
             ]
             try:
                 built = build_chain(nodes, info, self.wl, self.flat[name])
-                r = einsum_costs(built, self.wl.n_instances * info.n_instances)
                 # Everything the path reserves is live while the Einsum runs: a path that
                 # overflows alone overflows in every tree.
                 usage, _ = memory_usage([built], [nodes])
-                fits = all(usage.get(m.name, 0.0) <= m.size * (1 + 1e-9) for m in self.memories)
-                bounded = tuple(usage.get(m, 0.0) for m in self.size)
-                cost = (r.energy, r.latency, bounded) if fits else None
+                if all(usage.get(m.name, 0.0) <= m.size * (1 + 1e-9) for m in self.memories):
+                    r = einsum_costs(built, self.wl.n_instances * info.n_instances)
+                    cost = (r.energy, r.latency, tuple(usage.get(m, 0.0) for m in self.size))
             except InvalidMappingError:
                 cost = None
         self._cost[key] = cost
@@ -847,11 +1048,20 @@ def _down(x) -> tuple:
     return (x[1], x[0])
 
 
+def _tensors(nodes) -> set:
+    return {n[1] for n in nodes if n[0] == _S}
+
+
+def _marked(block, above) -> tuple:
+    """(tensor, memory, whether it is a backing node) per storage node of ``block``;
+    ``above``: the tensors with a node above it."""
+    seen = set(above)
+    out = []
+    for n in block:
+        out.append((n[1], n[2], n[1] not in seen))
+        seen.add(n[1])
+    return tuple(out)
+
+
 def _items(d: dict) -> tuple:
     return tuple(sorted(d.items()))
-
-
-def _splits(n: int):
-    """Cut points splitting ``n`` consecutive Einsums into two or more groups."""
-    for k in range(1, n):
-        yield from itertools.combinations(range(1, n), k)
