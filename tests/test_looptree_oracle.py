@@ -3,9 +3,15 @@
 The oracle (``tests/looptree_oracle.py``) enumerates whole LoopTrees from the LoopTree
 grammar and scores each with the model; it shares no code with the mapper. Random tiny
 workloads (chains of 2 and 3 matmuls, a tensor read by two Einsums, a tensor read two
-Einsums after it is written, ranks of 2 to 4), 2- and 3-level architectures whose
-buffers cannot hold everything: FFM's energy, latency and EDP optima must equal the
-oracle's, and the mapping FFM returns must score, in the model, what FFM reports.
+Einsums after it is written, ranks of 2 and 3, of 2 with three memory levels and in the
+fanout and skip shapes), 2- and 3-level architectures whose buffers cannot hold
+everything: FFM's energy, latency and EDP optima must equal the oracle's, and the
+mapping FFM returns must score, in the model, what FFM reports. The cases are
+independent: ``make test-oracle`` runs them two at a time (pytest-xdist).
+
+Where the oracle finds a tree better than FFM's answer, the case is marked xfail
+(strict: it fails once FFM finds the tree, so the mark must then go) with what FFM
+misses; the mapper is not changed here.
 """
 
 from __future__ import annotations
@@ -103,9 +109,9 @@ def _spec(seed: int, tmp_path):
     rng = random.Random(seed)
     shape = SHAPES[seed % len(SHAPES)]
     levels = 3 if seed % 5 == 4 and shape in ("chain2", "elementwise") else 2
-    # Ranks of 2 where the trees multiply (a third memory level, the skip shape's three
-    # Einsums with two of them independent): the oracle stays within the CI budget.
-    wl, bounds = _workload(rng, shape, 2 if levels == 3 or shape == "skip" else 4)
+    # Ranks of 2 where the trees multiply (a third memory level, three Einsums but in a
+    # chain), else at most 3: the oracle stays within the CI budget.
+    wl, bounds = _workload(rng, shape, 2 if levels == 3 or shape in ("skip", "fanout") else 3)
     sizes = {}
     for e in wl["workload"]["einsums"]:
         for a in e["tensor_accesses"]:
@@ -117,7 +123,34 @@ def _spec(seed: int, tmp_path):
     return load_spec(path), shape
 
 
-CASES = range(48)
+# The oracle's trees that FFM misses (oracle's optimum against FFM's), by seed.
+_HELD_TILED = (
+    "A held across E1 tiled under the m and n loops all three Einsums share, B under "
+    "the same loops (docs/ffm.md: held tensors tiled)"
+)
+_PRIVATE_ABOVE_SHARED = (
+    "A held whole across E1; E1's own W1 in GB above the n loop E1 shares with E2, "
+    "lowered past it, B in GB below it"
+)
+MISSED = {
+    22: f"energy 1160 vs 1640, EDP 23200 vs 32800: {_HELD_TILED}",
+    23: (
+        "energy 2646 vs 2850, latency 14 vs 15, EDP 37044 vs 42750: E0's own W in GB "
+        "between the n and m loops E0 shares with E1 (A in GB under both)"
+    ),
+    28: f"energy 908 vs 976, EDP 9080 vs 9760: {_PRIVATE_ABOVE_SHARED}",
+    34: f"energy 628 vs 688: {_PRIVATE_ABOVE_SHARED}",
+    40: f"energy 2372 vs 2500, EDP 47440 vs 50000: {_PRIVATE_ABOVE_SHARED}",
+}
+CASES = [
+    pytest.param(
+        seed,
+        marks=pytest.mark.xfail(strict=True, reason=f"seed {seed}: FFM misses the optimum: {why}"),
+    )
+    if (why := MISSED.get(seed))
+    else seed
+    for seed in range(48)
+]
 
 
 @pytest.mark.oracle
