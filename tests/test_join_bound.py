@@ -26,6 +26,14 @@ def _spec(kib: float, n: int = 3):
     )
 
 
+OBJECTIVE_VALUE = {
+    "energy": lambda r: r.energy,
+    "latency": lambda r: r.latency,
+    "edp": lambda r: r.energy * r.latency,
+}
+"""The objective's value of a mapping's result."""
+
+
 @pytest.fixture
 def tables_once(monkeypatch):
     """Every map_workload call of a test reuses the first call's pmapping tables (the
@@ -47,11 +55,7 @@ def test_answer_does_not_depend_on_epsilon(objective, kib, tables_once):
     spec = _spec(kib)
     exact = map_workload(spec, objective, epsilon=0.0)
     assert exact.statistics.dirty_bound is None
-    value = {
-        "energy": lambda r: r.energy,
-        "latency": lambda r: r.latency,
-        "edp": lambda r: r.energy * r.latency,
-    }[objective]
+    value = OBJECTIVE_VALUE[objective]
     best = value(exact.best.result)
     for eps in (0.05, 0.5, 3.0):
         out = map_workload(spec, objective, epsilon=eps)
@@ -114,11 +118,7 @@ def test_capped_joins_give_the_unbounded_optimum(objective, kib, tables_once, mo
     monkeypatch.setattr(ffm, "DEEPENING", ())
     alone = map_workload(spec, objective)
     assert alone.statistics.caps == [None]
-    value = {
-        "energy": lambda r: r.energy,
-        "latency": lambda r: r.latency,
-        "edp": lambda r: r.energy * r.latency,
-    }[objective]
+    value = OBJECTIVE_VALUE[objective]
     assert value(capped.best.result) == pytest.approx(value(alone.best.result), rel=1e-12)
     caps = capped.statistics.caps
     assert caps[-1] is None or value(capped.best.result) <= caps[-1] * (1 + 1e-9)
@@ -135,9 +135,5 @@ def test_a_cap_that_finds_nothing_gives_way_to_the_next(objective, tmp_path, mon
     assert len(capped.statistics.caps) > 1
     monkeypatch.setattr(ffm, "DEEPENING", ())
     alone = map_workload(spec, objective)
-    value = {
-        "energy": lambda r: r.energy,
-        "latency": lambda r: r.latency,
-        "edp": lambda r: r.energy * r.latency,
-    }[objective]
+    value = OBJECTIVE_VALUE[objective]
     assert value(capped.best.result) == pytest.approx(value(alone.best.result), rel=1e-12)
