@@ -192,18 +192,15 @@ def _pieces(j, order, table, workload, arch, accessors, memories, allowed=None) 
         compat = {
             c.tensor: c for c in fusion.interner.compatibility(seq, fusion.shared, fusion.top)
         }
-        b_prev = b_next = 0
+        fused = {t: c for t, c in compat.items() if c.backing != fusion.top[t]}
+        b_prev = max((c.depth for t, c in fused.items() if accessors[t][0] < j), default=0)
+        b_next = max((c.depth for t, c in fused.items() if accessors[t][-1] > j), default=0)
         adds = []
         ok = True
-        for t, c in compat.items():
+        for t, c in fused.items():
             users = accessors[t]
-            fused = c.backing != fusion.top[t]
-            if not fused:
-                continue
-            if users[0] < j:
-                b_prev = max(b_prev, c.depth)
-            if users[-1] > j:
-                b_next = max(b_next, c.depth)
+            # b_prev over *all* fused tensors: a tile the previous Einsum already holds
+            # open under loop depth + 1 is not reserved again.
             if c.backing in memories and (users[0] == j or b_prev < c.depth + 1):
                 # A fused tile is reserved once per run of users sharing the loop below it.
                 tile = (t, c.backing, tuple(sorted(dict(c.loops).items())))  # innermost

@@ -19,6 +19,7 @@ import numpy as np
 from ..spec import mapping as M
 from ..spec.arch_eval import ArchEvaluator
 from ..spec.resolve import WorkloadInfo
+from .gap_orders import ordered_as_prefix, unbounded_holders, with_gap_orders
 from .pareto import pareto_mask
 from .prefix import Compatibility, PrefixInterner
 from .search import TilingCounts, tile_templates
@@ -110,7 +111,10 @@ class PmappingTable:
 
     def mapping(self, i: int) -> M.Mapping:
         """The LoopTree of row ``i``."""
-        return materialize(self.results[int(self.template[i])], int(self.row[i]))
+        tree = materialize(self.results[int(self.template[i])], int(self.row[i]))
+        if self.fusion is None:
+            return tree
+        return ordered_as_prefix(tree, self.fusion.interner.prefixes[int(self.fusion.seq[i])])
 
     def renamed(
         self, einsum: str, tensors: dict[str, str], variables: dict[str, str] | None = None
@@ -335,6 +339,9 @@ def generate_pmappings(
         used = np.unique(table.row[rows])
         table.results[k] = result.compact(used)
         table.row[rows] = np.searchsorted(used, table.row[rows])
+    if config.fusion:
+        flat_of = lambda unit: arch.flat(info.name, unit)  # noqa: E731
+        table = with_gap_orders(table, unbounded_holders(table.results, flat_of))
     stats.pareto = len(table)
     stats.seconds = time.perf_counter() - start
     stats.peak_mb = _peak_mb()
