@@ -19,6 +19,7 @@ from ..spec.mapping import Mapping
 from ..spec.resolve import WorkloadInfo, resolve_workload
 from ..spec.spec import Spec
 from .assemble import assemble
+from .deferred_hosting import DeferredHosting, marked
 from .dependencies import FusionRules
 from .feasibility import check_einsum
 from .join import Bound, Joined, join
@@ -72,6 +73,8 @@ class MapStatistics:
     bounded: list[int] = field(default_factory=list)  # dropped by the last join's cap
     dirty_bound: float | None = None  # objective of the dirty join's mapping
     caps: list[float | None] = field(default_factory=list)  # cap of each join (None: none)
+    hosting_templates: list[int] = field(default_factory=list)  # tiled before each join
+    pmapping_seconds: dict[str, float] = field(default_factory=dict)  # per table, CPU
     seconds: dict[str, float] = field(default_factory=dict)  # per phase
     peak_mb: float = 0.0  # peak resident memory of a process generating pmappings
 
@@ -140,7 +143,10 @@ def map_workload(
     stats.orders = len(order_list)
     notes = [line for info in wl.einsums for line in check_einsum(info, wl, arch)]
     plan = fusion_plan(wl, order_list)
-    tables = generate_tables(spec, wl, arch, objective, jobs, progress, stats, plan)
+    deferred = None
+    if objective == "energy" and plan.host_loops:
+        deferred = DeferredHosting(spec, wl, arch, config, jobs, {})
+    tables = generate_tables(spec, wl, arch, objective, jobs, progress, stats, plan, deferred)
     stats.seconds["pmappings"] = time.perf_counter() - start
     for name, table in tables.items():
         if len(table) == 0:
@@ -166,6 +172,12 @@ def map_workload(
         t = time.perf_counter()
     caps = [bound] if math.isfinite(bound) else _deepening_caps(objective, order_list, tables)
     for cap in caps:
+        if deferred is not None:
+            t_host = time.perf_counter()
+            stats.hosting_templates.append(deferred.extend(tables, cap, order_list))
+            stats.seconds["hosting pmappings"] = (
+                stats.seconds.get("hosting pmappings", 0.0) + time.perf_counter() - t_host
+            )
         joins: list[Joined] = []
         for k, order in enumerate(order_list):
             cut = Bound.of(objective, cap, order, tables) if math.isfinite(cap) else None
@@ -178,7 +190,10 @@ def map_workload(
         stats.caps.append(cap if math.isfinite(cap) else None)
         if any(len(j.energy) for j in joins):
             break  # within the cap: every mapping at or under it was kept
-    stats.seconds["join"] = time.perf_counter() - t
+    stats.seconds["join"] = time.perf_counter() - t - stats.seconds.get("hosting pmappings", 0.0)
+    if deferred is not None:  # the tables now hold the hosting templates tiled too
+        stats.pmappings = {n: len(tab) for n, tab in tables.items()}
+        stats.templates = {n: tab.stats.templates for n, tab in tables.items()}
     t = time.perf_counter()
     picked = _pick(joins, objective)
     if not picked:
@@ -389,10 +404,12 @@ def generate_tables(
     progress: Progress | None,
     stats: MapStatistics,
     plan: FusionPlan | None = None,
+    deferred: DeferredHosting | None = None,
 ) -> dict[str, PmappingTable]:
     """Fused pmappings of every Einsum; Einsums equal up to tensor names share one.
     ``plan``: what may be fused how (None: every shared tensor, tiled or not, and every
-    Einsum may host)."""
+    Einsum may host). ``deferred`` (energy objective): tile no hosting template, record
+    them there (:mod:`fusemap.mapper.deferred_hosting`)."""
     plan = plan or FusionPlan(
         frozenset(wl.shared), {}, frozenset(e.name for e in wl.einsums), {}, {}
     )
@@ -412,13 +429,18 @@ def generate_tables(
         host_loops=plan.host_loops,
     )
     made: dict[str, PmappingTable] = {}
+    defer = deferred is not None
+    if deferred is not None:
+        deferred.config = config
+        deferred.groups = {names[0]: names for names in groups.values()}
     if jobs > 1 and len(unique) > 1:
         from joblib import Parallel, delayed
 
         # Longest first (estimated by the number of templates), so workers end together.
         order = sorted(unique, key=lambda n: -_work(wl, arch, config, n))
         done = Parallel(n_jobs=jobs, return_as="generator", batch_size=1)(
-            delayed(_generate_one)(spec, n, gen_objective, config, limits.current()) for n in order
+            delayed(_generate_one)(spec, n, gen_objective, config, limits.current(), defer)
+            for n in order
         )
         for k, table in enumerate(done):
             made[table.einsum] = table
@@ -427,10 +449,14 @@ def generate_tables(
     else:
         for k, n in enumerate(unique):
             made[n] = generate_pmappings(
-                spec, n, objective=gen_objective, config=config, workload=wl, arch=arch
-            )
+                spec, n, objective=gen_objective, config=config, workload=wl, arch=arch,
+                only=_unmarked if defer else None, with_floors=defer,
+            )  # fmt: skip
             if progress:
                 progress("pmappings", k + 1, len(unique))
+    if deferred is not None:
+        for n in unique:
+            deferred.add(n, made[n])
     tables: dict[str, PmappingTable] = {}
     for names in groups.values():
         first = made[names[0]]
@@ -443,6 +469,7 @@ def generate_tables(
     for n, table in tables.items():
         stats.pmappings[n] = len(table)
         stats.templates[n] = table.stats.templates
+    stats.pmapping_seconds = {n: t.stats.seconds for n, t in made.items()}
     stats.peak_mb = max((t.stats.peak_mb for t in made.values()), default=0.0)
     return {e.name: tables[e.name] for e in wl.einsums}
 
@@ -456,12 +483,19 @@ def _work(wl: WorkloadInfo, arch: ArchEvaluator, config, einsum: str) -> int:
 
 
 def _generate_one(
-    spec: Spec, einsum: str, objective: str, config, limits_in_force: limits.Limits
+    spec: Spec, einsum: str, objective: str, config, limits_in_force: limits.Limits, defer: bool
 ) -> PmappingTable:
     """In a worker process: the caller's limits (``--limit``), a fresh expression budget."""
     limits.configure(**dataclasses.asdict(limits_in_force))
     limits.reset_budget()
-    return generate_pmappings(spec, einsum, objective=objective, config=config)
+    return generate_pmappings(
+        spec, einsum, objective=objective, config=config,
+        only=_unmarked if defer else None, with_floors=defer,
+    )  # fmt: skip
+
+
+def _unmarked(index: int, template) -> bool:
+    return not marked(template)
 
 
 __all__ = ["map_workload", "MapOutcome", "MappedWorkload", "FusedTensor"]

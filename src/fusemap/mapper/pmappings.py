@@ -25,6 +25,7 @@ from .prefix import Compatibility, PrefixInterner
 from .search import TilingCounts, tile_templates
 from .space import (
     MapperConfig,
+    Template,
     backing_choices,
     compute_units,
     config_from_spec,
@@ -91,6 +92,8 @@ class PmappingTable:
     stats: PmappingStats = field(default_factory=PmappingStats)
     fusion: FusionColumns | None = None  # with fusion: what the join needs per row
     notes: list[str] = field(default_factory=list)  # what the search relaxed (min_usage)
+    floors: dict[tuple, float] = field(default_factory=dict)
+    """Per template (:func:`template_key`): a lower bound of its pmappings' energy."""
 
     def __len__(self) -> int:
         return len(self.energy)
@@ -262,6 +265,8 @@ def generate_pmappings(
     arch: ArchEvaluator | None = None,
     progress: Callable[[int, int], None] | None = None,
     prune: bool = True,
+    only: Callable[[int, Template], bool] | None = None,
+    with_floors: bool = False,
 ) -> PmappingTable:
     """Tile every template of ``einsum`` and keep the Pareto-optimal pmappings.
 
@@ -270,6 +275,8 @@ def generate_pmappings(
     shared tensors may be backed below the top memory, and rows are kept apart by
     compatibility and compared on reservations per loop depth (what the join needs).
     ``prune=False`` keeps every tile shape (for brute-force checks on tiny cases).
+    ``only(index, template)``: the templates to tile (default: all). ``with_floors``:
+    also record each template's least energy (:attr:`PmappingTable.floors`).
     """
     from ..spec.resolve import resolve_workload
 
@@ -282,6 +289,8 @@ def generate_pmappings(
     bits = {t: workload.tensors[t].bits_per_value for t in info.tensors}
     shared, pinned = config.sharing(info, workload)
     temps = templates(info, arch, config, shared=shared, pinned=pinned)
+    if only is not None:
+        temps = [t for i, t in enumerate(temps) if only(i, t)]
     joined = join_memories(workload, arch, config)
     stats = PmappingStats(templates=len(temps))
     interner = PrefixInterner()
@@ -323,6 +332,7 @@ def generate_pmappings(
     stats.tile_shapes_evaluated = counts.evaluated
     stats.tile_shapes_valid = counts.valid
     stats.stages = counts.stages
+    floors = least_energy_by_template(done, tilers) if with_floors else {}
     kept = [(r, tiler) for r, tiler in zip(done, tilers, strict=True) if r.rows]
     results = [r for r, _ in kept]
     if config.fusion:
@@ -342,6 +352,7 @@ def generate_pmappings(
     if config.fusion:
         flat_of = lambda unit: arch.flat(info.name, unit)  # noqa: E731
         table = with_gap_orders(table, unbounded_holders(table.results, flat_of))
+    table.floors = floors
     stats.pareto = len(table)
     stats.seconds = time.perf_counter() - start
     stats.peak_mb = _peak_mb()
@@ -511,3 +522,32 @@ def _peak_mb() -> float:
         return 0.0
     kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return kb / 1024 if sys.platform != "darwin" else kb / 2**20
+
+
+def template_key(t: Template) -> tuple:
+    """What identifies a template in every process (no set order, no slot numbers)."""
+    holders = tuple((h.tensor, h.component, h.level, h.backing, h.virtual) for h in t.holders)
+    spatial = tuple((s.component, s.dimension, s.var, s.trips) for s in t.spatial)
+    return (t.compute, holders, spatial)
+
+
+def least_energy_by_template(done: list[TemplateResult], tilers: list) -> dict[tuple, float]:
+    """Per template, a lower bound of the energy of every valid tile shape of it: its
+    least energy, or for a template the branch and bound emptied (it fuses nothing and
+    no row beat the best template finished before it), that best; +inf if none is valid."""
+    best: dict[tuple, float] = {}
+    for r, t in zip(done, tilers, strict=True):
+        if t.alone and r.rows:
+            key = tuple(sorted(t.held.items()))
+            best[key] = min(best.get(key, np.inf), float(r.energy.min()))
+    out: dict[tuple, float] = {}
+    for r, t in zip(done, tilers, strict=True):
+        if r.rows:
+            floor = float(r.energy.min())
+        elif t.alone:
+            floor = best.get(tuple(sorted(t.held.items())), np.inf)
+        else:
+            floor = np.inf
+        key = template_key(t.t)
+        out[key] = min(out.get(key, np.inf), floor)
+    return out

@@ -1,0 +1,191 @@
+"""Hosting templates tiled only when a capped join may need them (energy objective).
+
+An Einsum that may host a tensor held tiled has each of its templates again with a
+virtual hosting holder at every place (`space._with_hosting`): on GPT-3, Q has 15,200
+templates instead of 3,200, and they took most of the mapper's time. But a marked
+template's pmappings never cost less energy than the template without the mark: drop
+the mark from any of its LoopTrees and you get a tree of the unmarked template with the
+same tile shapes, hence the same counts and energy (no count depends on loop order), no
+larger reservation (a merged gap only lowers the node above it further), the same fanout
+use; loops left between two backing nodes of an unbounded memory move below the second
+one and change nothing. So the unmarked template's least energy (its *floor*) bounds
+the marked one's from below, and a capped join (`docs/ffm.md`, "Capped joins") with cap
+``U`` can use a pmapping of Einsum ``e`` only if its energy is at most ``U`` less the
+least energies of the other Einsums: a marked template whose floor is above that
+allowance has no row the join would keep. `map_workload` first tiles every unmarked
+template (the least energies, hence the lower bound, are then exact: marked rows cost
+no less), then, before each capped join, the marked templates within its allowance, and
+all of them before the unbounded join.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from ..spec import limits
+from ..spec.arch_eval import ArchEvaluator
+from ..spec.resolve import WorkloadInfo
+from ..spec.spec import Spec
+from .join import Bound
+from .pmappings import PmappingTable, generate_pmappings, template_key
+from .prefix import HOSTING
+from .space import MapperConfig, Template, templates
+
+
+def marked(t: Template) -> bool:
+    """Whether ``t`` has a virtual hosting holder."""
+    return any(h.virtual and h.tensor == HOSTING for h in t.holders)
+
+
+def base_key(t: Template) -> tuple:
+    """The key of ``t`` without its hosting holder."""
+    compute, holders, spatial = template_key(t)
+    return (compute, tuple(h for h in holders if not (h[4] and h[0] == HOSTING)), spatial)
+
+
+@dataclass
+class DeferredHosting:
+    """The marked templates not tiled yet, per table (first Einsum of its group)."""
+
+    spec: Spec
+    wl: WorkloadInfo
+    arch: ArchEvaluator
+    config: MapperConfig
+    jobs: int
+    groups: dict[str, list[str]]  # table's Einsum -> every Einsum using it (renamed)
+    pending: dict[str, list[tuple[float, tuple]]] = field(default_factory=dict)
+    """Per table: (floor, template key) of its marked templates not tiled, by floor."""
+
+    def add(self, einsum: str, table: PmappingTable) -> None:
+        """Record ``einsum``'s marked templates, each with its unmarked one's floor."""
+        info = self.wl.einsum(einsum)
+        shared, pinned = self.config.sharing(info, self.wl)
+        temps = templates(info, self.arch, self.config, shared=shared, pinned=pinned)
+        floors = table.floors
+        todo = [
+            (floors.get(base_key(t), -math.inf), template_key(t)) for t in temps if marked(t)
+        ]
+        if todo:
+            self.pending[einsum] = sorted(todo, key=lambda x: x[0])
+
+    def extend(self, tables: dict[str, PmappingTable], cap: float, orders: list[list[str]]):
+        """Tile, and add to ``tables``, the marked templates a join capped at ``cap``
+        (energy) may use: all of them when ``cap`` is infinite. Returns the number of
+        templates tiled."""
+        wanted: dict[str, set[tuple]] = {}
+        for base, todo in self.pending.items():
+            allow = self._allowance(base, tables, cap, orders)
+            take = [k for f, k in todo if f <= allow]
+            if take:
+                wanted[base] = set(take)
+                self.pending[base] = todo[len(take) :]
+        if not wanted:
+            return 0
+        made = self._generate(wanted)
+        for base, extra in made.items():
+            merged = merge_tables(tables[base], extra)
+            for name in self.groups[base]:
+                tables[name] = merged if name == base else _renamed(merged, base, name, self.wl)
+        return sum(len(w) for w in wanted.values())
+
+    def _allowance(self, base: str, tables, cap: float, orders) -> float:
+        """Most energy a pmapping of ``base`` (or its renamed copies) may cost in a
+        mapping of energy at most ``cap``."""
+        if not math.isfinite(cap):
+            return math.inf
+        out = -math.inf
+        for order in orders:
+            bound = Bound.of("energy", cap, order, tables)
+            total = float(bound.least_energy.sum())
+            for j, name in enumerate(order):
+                if name in self.groups[base]:
+                    out = max(out, cap * (1 + 1e-9) - (total - float(bound.least_energy[j])))
+        return out
+
+    def _generate(self, wanted: dict[str, set[tuple]]) -> dict[str, PmappingTable]:
+        names = sorted(wanted)
+        args = [(self.spec, n, self.config, wanted[n], limits.current()) for n in names]
+        if self.jobs > 1 and len(names) > 1:
+            from joblib import Parallel, delayed
+
+            done = Parallel(n_jobs=min(self.jobs, len(names)), batch_size=1)(
+                delayed(_marked_in_worker)(*a) for a in args
+            )
+        else:
+            done = [_marked_in_worker(*a) for a in args]
+        return dict(zip(names, done, strict=True))
+
+
+def _marked_in_worker(
+    spec: Spec, einsum: str, config: MapperConfig, keys: set[tuple], lim: limits.Limits
+) -> PmappingTable:
+    """The pmappings of the templates ``keys`` (in a worker: the caller's limits)."""
+    limits.configure(**dataclasses.asdict(lim))
+    limits.reset_budget()
+    return generate_pmappings(
+        spec, einsum, objective="energy", config=config, only=lambda i, t: template_key(t) in keys
+    )
+
+
+def _renamed(table: PmappingTable, base: str, name: str, wl: WorkloadInfo) -> PmappingTable:
+    from .signature import tensor_renaming, variable_renaming
+
+    a, b = wl.einsum(base), wl.einsum(name)
+    return table.renamed(name, tensor_renaming(a, b), variable_renaming(a, b))
+
+
+def merge_tables(a: PmappingTable, b: PmappingTable) -> PmappingTable:
+    """The rows of ``a``, then those of ``b`` (same Einsum, other templates): ``b``'s
+    prefixes are interned again in ``a``'s interner."""
+    if len(b) == 0:
+        return a
+    if len(a) == 0:
+        return b
+    fa, fb = a.fusion, b.fusion
+    assert fa is not None and fb is not None
+    ids = np.array([fa.interner.intern(p) for p in fb.interner.prefixes], dtype=np.int64)
+    memories = sorted(set(fa.buckets) | set(fb.buckets))
+    width = {m: max(f.buckets[m].shape[1] for f in (fa, fb) if m in f.buckets) for m in memories}
+
+    def buckets(t: PmappingTable, m: str) -> np.ndarray:
+        assert t.fusion is not None
+        got = t.fusion.buckets.get(m)
+        if got is None:
+            return np.zeros((len(t), width[m]))
+        assert got.shape[1] == width[m], "tables of one Einsum share the bucket layout"
+        return got
+
+    stats = replace(
+        a.stats,
+        templates=a.stats.templates + b.stats.templates,
+        pareto=len(a) + len(b),
+        seconds=a.stats.seconds + b.stats.seconds,
+        peak_mb=max(a.stats.peak_mb, b.stats.peak_mb),
+    )
+    cat = np.concatenate
+    return replace(
+        a,
+        results=list(a.results) + list(b.results),
+        template=cat([a.template, b.template + len(a.results)]),
+        row=cat([a.row, b.row]),
+        energy=cat([a.energy, b.energy]),
+        latency=cat([a.latency, b.latency]),
+        reservations={
+            m: cat([t.reservations.get(m, np.zeros(len(t))) for t in (a, b)])
+            for m in sorted(set(a.reservations) | set(b.reservations))
+        },
+        latency_counts={
+            m: cat([t.latency_counts.get(m, np.zeros(len(t))) for t in (a, b)])
+            for m in sorted(set(a.latency_counts) | set(b.latency_counts))
+        },
+        stats=stats,
+        fusion=replace(
+            fa,
+            seq=cat([fa.seq, ids[fb.seq]]),
+            buckets={m: cat([buckets(a, m), buckets(b, m)]) for m in memories},
+        ),
+    )
