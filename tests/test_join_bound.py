@@ -47,6 +47,8 @@ def tables_once(monkeypatch):
         return made[objective]
 
     monkeypatch.setattr(ffm, "generate_tables", cached)
+    # Every call tiles every template: the cached tables must serve every cap.
+    monkeypatch.setattr(ffm, "DEFER_HOSTING", False)
 
 
 @pytest.mark.parametrize("objective", ["energy", "latency", "edp"])

@@ -66,9 +66,7 @@ class DeferredHosting:
         shared, pinned = self.config.sharing(info, self.wl)
         temps = templates(info, self.arch, self.config, shared=shared, pinned=pinned)
         floors = table.floors
-        todo = [
-            (floors.get(base_key(t), -math.inf), template_key(t)) for t in temps if marked(t)
-        ]
+        todo = [(floors.get(base_key(t), -math.inf), template_key(t)) for t in temps if marked(t)]
         if todo:
             self.pending[einsum] = sorted(todo, key=lambda x: x[0])
 

@@ -3,7 +3,6 @@ best joined mapping as one LoopTree, scored again by the model."""
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import time
 from collections.abc import Callable
@@ -19,14 +18,14 @@ from ..spec.mapping import Mapping
 from ..spec.resolve import WorkloadInfo, resolve_workload
 from ..spec.spec import Spec
 from .assemble import assemble
-from .deferred_hosting import DeferredHosting, marked
+from .deferred_hosting import DeferredHosting
 from .dependencies import FusionRules
 from .feasibility import check_einsum
 from .join import Bound, Joined, join
-from .pmappings import PmappingTable, generate_pmappings
+from .plan import fusion_plan
 from .prefix import Compatibility
-from .signature import einsum_signature, tensor_renaming, variable_renaming
-from .space import check_bounds, config_from_spec, join_memories, templates, top_memory
+from .space import check_bounds, config_from_spec, join_memories, top_memory
+from .tables import generate_tables
 
 OBJECTIVES = ("energy", "latency", "edp", "pareto")
 Progress = Callable[[str, int, int], None]
@@ -144,7 +143,7 @@ def map_workload(
     notes = [line for info in wl.einsums for line in check_einsum(info, wl, arch)]
     plan = fusion_plan(wl, order_list)
     deferred = None
-    if objective == "energy" and plan.host_loops:
+    if DEFER_HOSTING and objective == "energy" and plan.host_loops:
         deferred = DeferredHosting(spec, wl, arch, config, jobs, {})
     tables = generate_tables(spec, wl, arch, objective, jobs, progress, stats, plan, deferred)
     stats.seconds["pmappings"] = time.perf_counter() - start
@@ -212,6 +211,10 @@ def map_workload(
     stats.seconds["total"] = time.perf_counter() - start
     return MapOutcome(objective, mapped, stats, pass_bounds(spec, wl), notes)
 
+
+DEFER_HOSTING = True
+"""Energy objective: tile hosting templates only when a capped join may need them
+(:mod:`fusemap.mapper.deferred_hosting`; the tests compare with False)."""
 
 DEEPENING = (1e-6, 0.03, 0.15, 0.6)
 """The caps of the bounded joins, above the lower bound (relative), tried in turn before
@@ -338,164 +341,6 @@ def _orders(wl: WorkloadInfo, which: str, limit: int, rules: FusionRules) -> lis
 
     rec([], names)
     return out
-
-
-@dataclass(frozen=True)
-class FusionPlan:
-    """What the orders the join tries allow.
-
-    Every shared tensor may be fused. A tensor whose users are never consecutive is
-    *held* across the Einsums between them (they host it): whole, or tiled under loops
-    those Einsums share too, so only over rank variables that index it directly in every
-    user and that every host has (same bound); ``held_loops`` names them."""
-
-    fusable: frozenset[str]
-    held_loops: dict[str, frozenset[str]]  # tensor never consecutive -> its loop variables
-    hosts: frozenset[str]
-    hosted: dict[str, frozenset[str]]  # per host, the tensors that may be held across it
-    host_loops: dict[str, frozenset[str]]  # per host, the variables it may share for them
-
-
-def fusion_plan(wl: WorkloadInfo, order_list: list[list[str]]) -> FusionPlan:
-    """The :class:`FusionPlan` of the orders ``order_list``."""
-    consecutive: set[str] = set()
-    hosted: dict[str, set[str]] = {}
-    loops: dict[str, set[str]] = {}
-    host_loops: dict[str, set[str]] = {}
-    for order in order_list:
-        where = {n: i for i, n in enumerate(order)}
-        for t in wl.shared:
-            users = sorted(where[e.name] for e in wl.einsums if t in e.tensors)
-            if users[-1] - users[0] == len(users) - 1:
-                consecutive.add(t)
-                continue
-            used = set(users)
-            between = [order[i] for i in range(users[0] + 1, users[-1]) if i not in used]
-            infos = [wl.einsum(order[i]) for i in users]
-            first = infos[0]
-            ok = {
-                v
-                for v in first.rank_variables
-                if all(i.bounds.get(v) == first.bounds[v] for i in infos)
-                and all(i.relevance(t, v) == "relevant" for i in infos)
-                and all(wl.einsum(e).bounds.get(v) == first.bounds[v] for e in between)
-            }
-            loops.setdefault(t, set()).update(ok)
-            for e in between:
-                hosted.setdefault(e, set()).add(t)
-                host_loops.setdefault(e, set()).update(ok)
-    shared = frozenset(wl.shared)
-    held = {e: frozenset(ts) for e, ts in hosted.items()}
-    return FusionPlan(
-        shared,
-        {t: frozenset(vs) for t, vs in loops.items() if t not in consecutive},
-        frozenset(held),
-        held,
-        {e: frozenset(vs) for e, vs in host_loops.items() if vs},
-    )
-
-
-def generate_tables(
-    spec: Spec,
-    wl: WorkloadInfo,
-    arch: ArchEvaluator,
-    objective: str,
-    jobs: int,
-    progress: Progress | None,
-    stats: MapStatistics,
-    plan: FusionPlan | None = None,
-    deferred: DeferredHosting | None = None,
-) -> dict[str, PmappingTable]:
-    """Fused pmappings of every Einsum; Einsums equal up to tensor names share one.
-    ``plan``: what may be fused how (None: every shared tensor, tiled or not, and every
-    Einsum may host). ``deferred`` (energy objective): tile no hosting template, record
-    them there (:mod:`fusemap.mapper.deferred_hosting`)."""
-    plan = plan or FusionPlan(
-        frozenset(wl.shared), {}, frozenset(e.name for e in wl.einsums), {}, {}
-    )
-    groups: dict[tuple, list[str]] = {}
-    for e in wl.einsums:
-        groups.setdefault(einsum_signature(e, wl, arch, plan), []).append(e.name)
-    unique = [names[0] for names in groups.values()]
-    stats.distinct_einsums = len(unique)
-    gen_objective = "energy" if objective == "energy" else "all"
-    config = replace(
-        config_from_spec(spec),
-        fusion=True,
-        fusable=plan.fusable,
-        held_loops=plan.held_loops,
-        hosts=plan.hosts,
-        hosted=plan.hosted,
-        host_loops=plan.host_loops,
-    )
-    made: dict[str, PmappingTable] = {}
-    defer = deferred is not None
-    if deferred is not None:
-        deferred.config = config
-        deferred.groups = {names[0]: names for names in groups.values()}
-    if jobs > 1 and len(unique) > 1:
-        from joblib import Parallel, delayed
-
-        # Longest first (estimated by the number of templates), so workers end together.
-        order = sorted(unique, key=lambda n: -_work(wl, arch, config, n))
-        done = Parallel(n_jobs=jobs, return_as="generator", batch_size=1)(
-            delayed(_generate_one)(spec, n, gen_objective, config, limits.current(), defer)
-            for n in order
-        )
-        for k, table in enumerate(done):
-            made[table.einsum] = table
-            if progress:
-                progress("pmappings", k + 1, len(unique))
-    else:
-        for k, n in enumerate(unique):
-            made[n] = generate_pmappings(
-                spec, n, objective=gen_objective, config=config, workload=wl, arch=arch,
-                only=_unmarked if defer else None, with_floors=defer,
-            )  # fmt: skip
-            if progress:
-                progress("pmappings", k + 1, len(unique))
-    if deferred is not None:
-        for n in unique:
-            deferred.add(n, made[n])
-    tables: dict[str, PmappingTable] = {}
-    for names in groups.values():
-        first = made[names[0]]
-        for n in names:
-            if n == names[0]:
-                tables[n] = first
-            else:
-                a, b = wl.einsum(names[0]), wl.einsum(n)
-                tables[n] = first.renamed(n, tensor_renaming(a, b), variable_renaming(a, b))
-    for n, table in tables.items():
-        stats.pmappings[n] = len(table)
-        stats.templates[n] = table.stats.templates
-    stats.pmapping_seconds = {n: t.stats.seconds for n, t in made.items()}
-    stats.peak_mb = max((t.stats.peak_mb for t in made.values()), default=0.0)
-    return {e.name: tables[e.name] for e in wl.einsums}
-
-
-def _work(wl: WorkloadInfo, arch: ArchEvaluator, config, einsum: str) -> int:
-    """A rough size of an Einsum's pmapping search: templates times rank variables."""
-    info = wl.einsum(einsum)
-    shared, pinned = config.sharing(info, wl)
-    n = len(templates(info, arch, config, shared=shared, pinned=pinned))
-    return n * len(info.rank_variables)
-
-
-def _generate_one(
-    spec: Spec, einsum: str, objective: str, config, limits_in_force: limits.Limits, defer: bool
-) -> PmappingTable:
-    """In a worker process: the caller's limits (``--limit``), a fresh expression budget."""
-    limits.configure(**dataclasses.asdict(limits_in_force))
-    limits.reset_budget()
-    return generate_pmappings(
-        spec, einsum, objective=objective, config=config,
-        only=_unmarked if defer else None, with_floors=defer,
-    )  # fmt: skip
-
-
-def _unmarked(index: int, template) -> bool:
-    return not marked(template)
 
 
 __all__ = ["map_workload", "MapOutcome", "MappedWorkload", "FusedTensor"]

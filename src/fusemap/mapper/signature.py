@@ -21,7 +21,7 @@ def einsum_signature(
     plan=None,
 ) -> tuple:
     """A hashable description of ``info`` and its evaluated arch, tensors renamed
-    (``plan``: the :class:`~fusemap.mapper.ffm.FusionPlan`; None: everything may be
+    (``plan``: the :class:`~fusemap.mapper.plan.FusionPlan`; None: everything may be
     fused, tiled, and the Einsum may host)."""
     fusable = None if plan is None else plan.fusable
     held_loops = {} if plan is None else plan.held_loops
