@@ -128,11 +128,16 @@ def test_rules_are_exact_when_the_unrestricted_mapping_is_valid(arch_file, monke
 
 def test_cascade5_recurrences_share_a_tile1_loop(arch_file, monkeypatch):
     """SPD reads RD[m1] written later at m1 + 1: without the rule the mapper runs every
-    SPD before any RD; with it they share an m1 loop of tile 1 (likewise SPNV, RNV)."""
-    _, broken = _map(arch_file, "cascade5", 16, restricted=False, monkeypatch=monkeypatch)
+    SPD before any RD; with it they share an m1 loop of tile 1 (likewise SPNV, RNV).
+
+    With a 4-value buffer the broken schedule is strictly cheaper (2.72749e-07 against
+    2.74829e-07 J), so the unrestricted optimum is it whatever the tie-breaking (with 16
+    values both cost the same and which one comes first is a matter of row order)."""
+    free, broken = _map(arch_file, "cascade5", 4, restricted=False, monkeypatch=monkeypatch)
     assert any("before RD wrote it" in b for b in broken), broken
-    ruled, ok = _map(arch_file, "cascade5", 16)
+    ruled, ok = _map(arch_file, "cascade5", 4)
     assert ok == []
+    assert ruled.best.result.energy > free.best.result.energy
     assert ruled.passes["M"].passes == 1 and ruled.passes["M"].live == {}
 
 

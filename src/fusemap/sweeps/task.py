@@ -109,7 +109,7 @@ def _record(
 def _figures(outcome: MapOutcome) -> MapperFigures:
     st = outcome.statistics
     data = st.as_dict()
-    timings = {"seconds", "peak_mb"}
+    timings = {"seconds", "peak_mb", "pmapping_seconds"}
     return MapperFigures(
         pmappings=sum(st.pmappings.values()),
         templates=sum(st.templates.values()),
