@@ -33,7 +33,8 @@ from ..spec.spec import Spec
 from .join import Bound
 from .pmappings import PmappingTable, generate_pmappings, template_key
 from .prefix import HOSTING
-from .space import MapperConfig, Template, templates
+from .space import MapperConfig, Template
+from .workers import give_back_memory, quiet_worker_restarts
 
 
 def marked(t: Template) -> bool:
@@ -43,7 +44,12 @@ def marked(t: Template) -> bool:
 
 def base_key(t: Template) -> tuple:
     """The key of ``t`` without its hosting holder."""
-    compute, holders, spatial = template_key(t)
+    return unmarked_key(template_key(t))
+
+
+def unmarked_key(key: tuple) -> tuple:
+    """A template key (:func:`template_key`) without its hosting holder."""
+    compute, holders, spatial = key
     return (compute, tuple(h for h in holders if not (h[4] and h[0] == HOSTING)), spatial)
 
 
@@ -61,12 +67,10 @@ class DeferredHosting:
     """Per table: (floor, template key) of its marked templates not tiled, by floor."""
 
     def add(self, einsum: str, table: PmappingTable) -> None:
-        """Record ``einsum``'s marked templates, each with its unmarked one's floor."""
-        info = self.wl.einsum(einsum)
-        shared, pinned = self.config.sharing(info, self.wl)
-        temps = templates(info, self.arch, self.config, shared=shared, pinned=pinned)
+        """Record the marked templates ``table`` left out, each with its unmarked
+        template's floor."""
         floors = table.floors
-        todo = [(floors.get(base_key(t), -math.inf), template_key(t)) for t in temps if marked(t)]
+        todo = [(floors.get(unmarked_key(k), -math.inf), k) for k in table.skipped]
         if todo:
             self.pending[einsum] = sorted(todo, key=lambda x: x[0])
 
@@ -110,9 +114,10 @@ class DeferredHosting:
         if self.jobs > 1 and len(names) > 1:
             from joblib import Parallel, delayed
 
-            done = Parallel(n_jobs=min(self.jobs, len(names)), batch_size=1)(
-                delayed(_marked_in_worker)(*a) for a in args
-            )
+            with quiet_worker_restarts():
+                done = Parallel(n_jobs=min(self.jobs, len(names)), batch_size=1)(
+                    delayed(_marked_in_worker)(*a) for a in args
+                )
         else:
             done = [_marked_in_worker(*a) for a in args]
         return dict(zip(names, done, strict=True))
@@ -124,9 +129,13 @@ def _marked_in_worker(
     """The pmappings of the templates ``keys`` (in a worker: the caller's limits)."""
     limits.configure(**dataclasses.asdict(lim))
     limits.reset_budget()
-    return generate_pmappings(
-        spec, einsum, objective="energy", config=config, only=lambda i, t: template_key(t) in keys
-    )
+    try:
+        return generate_pmappings(
+            spec, einsum, objective="energy", config=config,
+            only=lambda i, t: template_key(t) in keys,
+        )  # fmt: skip
+    finally:
+        give_back_memory()
 
 
 def _renamed(table: PmappingTable, base: str, name: str, wl: WorkloadInfo) -> PmappingTable:

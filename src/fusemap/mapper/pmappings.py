@@ -94,6 +94,8 @@ class PmappingTable:
     notes: list[str] = field(default_factory=list)  # what the search relaxed (min_usage)
     floors: dict[tuple, float] = field(default_factory=dict)
     """Per template (:func:`template_key`): a lower bound of its pmappings' energy."""
+    skipped: list[tuple] = field(default_factory=list)
+    """With floors: the keys of the templates ``only`` left out."""
 
     def __len__(self) -> int:
         return len(self.energy)
@@ -289,8 +291,11 @@ def generate_pmappings(
     bits = {t: workload.tensors[t].bits_per_value for t in info.tensors}
     shared, pinned = config.sharing(info, workload)
     temps = templates(info, arch, config, shared=shared, pinned=pinned)
+    skipped: list[Template] = []
     if only is not None:
-        temps = [t for i, t in enumerate(temps) if only(i, t)]
+        chosen = [only(i, t) for i, t in enumerate(temps)]
+        skipped = [t for t, c in zip(temps, chosen, strict=True) if not c]
+        temps = [t for t, c in zip(temps, chosen, strict=True) if c]
     joined = join_memories(workload, arch, config)
     stats = PmappingStats(templates=len(temps))
     interner = PrefixInterner()
@@ -344,15 +349,22 @@ def generate_pmappings(
     for k in np.unique(table.template[np.isnan(table.latency)]):
         rows = np.flatnonzero(table.template == k)  # energy pruned alone: latency last
         table.latency[rows] = kept[k][1].latency_of(results[k], table.row[rows])
-    for k, result in enumerate(results):  # keep only what the table refers to
+    # Keep only what the table refers to: the templates with rows (a tenth of them on
+    # GPT-3's Q), each with its rows' trail (less to hold and to send back from a worker).
+    live = np.unique(table.template)
+    compacted = []
+    for k in live.tolist():
         rows = np.flatnonzero(table.template == k)
         used = np.unique(table.row[rows])
-        table.results[k] = result.compact(used)
+        compacted.append(table.results[k].compact(used))
         table.row[rows] = np.searchsorted(used, table.row[rows])
+    table.results = compacted
+    table.template = np.searchsorted(live, table.template)
     if config.fusion:
         flat_of = lambda unit: arch.flat(info.name, unit)  # noqa: E731
         table = with_gap_orders(table, unbounded_holders(table.results, flat_of))
     table.floors = floors
+    table.skipped = [template_key(t) for t in skipped] if with_floors else []
     stats.pareto = len(table)
     stats.seconds = time.perf_counter() - start
     stats.peak_mb = _peak_mb()

@@ -16,7 +16,8 @@ from .deferred_hosting import DeferredHosting, marked
 from .plan import FusionPlan
 from .pmappings import PmappingTable, generate_pmappings
 from .signature import einsum_signature, tensor_renaming, variable_renaming
-from .space import config_from_spec, templates
+from .space import config_from_spec
+from .workers import give_back_memory, quiet_worker_restarts
 
 if TYPE_CHECKING:
     from .ffm import MapStatistics
@@ -65,16 +66,17 @@ def generate_tables(
     if jobs > 1 and len(unique) > 1:
         from joblib import Parallel, delayed
 
-        # Longest first (estimated by the number of templates), so workers end together.
-        order = sorted(unique, key=lambda n: -_work(wl, arch, config, n, defer))
-        done = Parallel(n_jobs=jobs, return_as="generator", batch_size=1)(
-            delayed(_generate_one)(spec, n, gen_objective, config, limits.current(), defer)
-            for n in order
-        )
-        for k, table in enumerate(done):
-            made[table.einsum] = table
-            if progress:
-                progress("pmappings", k + 1, len(unique))
+        # Largest first (a cheap estimate), so workers end together.
+        order = sorted(unique, key=lambda n: _work(wl, n), reverse=True)
+        with quiet_worker_restarts():
+            done = Parallel(n_jobs=jobs, return_as="generator", batch_size=1)(
+                delayed(_generate_one)(spec, n, gen_objective, config, limits.current(), defer)
+                for n in order
+            )
+            for k, table in enumerate(done):
+                made[table.einsum] = table
+                if progress:
+                    progress("pmappings", k + 1, len(unique))
     else:
         for k, n in enumerate(unique):
             made[n] = generate_pmappings(
@@ -103,14 +105,11 @@ def generate_tables(
     return {e.name: tables[e.name] for e in wl.einsums}
 
 
-def _work(wl: WorkloadInfo, arch: ArchEvaluator, config, einsum: str, defer: bool) -> int:
-    """A rough size of an Einsum's pmapping search: templates (tiled now) times rank
-    variables."""
+def _work(wl: WorkloadInfo, einsum: str) -> tuple[int, int]:
+    """A cheap estimate of an Einsum's pmapping search, to give workers the largest
+    first: its rank variables times its tensors, then its operations."""
     info = wl.einsum(einsum)
-    shared, pinned = config.sharing(info, wl)
-    temps = templates(info, arch, config, shared=shared, pinned=pinned)
-    n = sum(1 for t in temps if not (defer and marked(t)))
-    return n * len(info.rank_variables)
+    return (len(info.rank_variables) * len(info.tensors), int(info.operations))
 
 
 def _generate_one(
@@ -119,10 +118,13 @@ def _generate_one(
     """In a worker process: the caller's limits (``--limit``), a fresh expression budget."""
     limits.configure(**dataclasses.asdict(limits_in_force))
     limits.reset_budget()
-    return generate_pmappings(
-        spec, einsum, objective=objective, config=config,
-        only=_unmarked if defer else None, with_floors=defer,
-    )  # fmt: skip
+    try:
+        only = _unmarked if defer else None
+        return generate_pmappings(
+            spec, einsum, objective=objective, config=config, only=only, with_floors=defer
+        )
+    finally:
+        give_back_memory()
 
 
 def _unmarked(index: int, template) -> bool:
