@@ -1,8 +1,9 @@
 """Sweep throughput on Dask (issue 21): points per minute with 1 and 2 workers, and the
 overhead of Dask against mapping the same points in a plain loop.
 
-The points: the built-in three matmuls (M = N = 512 by default: 7-10 s a point) on the
-built-in arch, BUFFER_KIB = 64, 128, ..., one value per point. Both run as a user runs
+The points: the built-in three matmuls (M = N = 512 by default: about 4.5 s a point;
+``--size 65536``: about 14 s) on the built-in arch, BUFFER_KIB = 64, 128, ..., one value
+per point. Both run as a user runs
 them, each in a fresh process: the plain loop is a Python script that loads and maps
 every point; the sweep is ``fusemap sweep --workers N``, which starts a local cluster of
 N worker processes, maps every point there and writes its Parquet file. Every run must
