@@ -120,3 +120,13 @@ def test_a_fused_chain_meets_in_any_loop_order(tmp_path):
     loops = [n for n in out.best.mapping.nodes if isinstance(n, M.Temporal)]
     assert [n.rank_variable for n in loops[:2]] == ["n", "m"]
     assert np.isfinite(r.latency)
+
+
+def test_too_many_orders_stop_with_one_clear_message(tmp_path, monkeypatch):
+    """The rows loop orders add are bounded (an allocation limit), with a message."""
+    import fusemap.mapper.gap_orders as G
+    from fusemap.spec.errors import FusemapError
+
+    monkeypatch.setattr(G, "MAX_ORDER_ROWS", 0)
+    with pytest.raises(FusemapError, match="loop orders of fused prefixes"):
+        map_workload(_seed23_spec(tmp_path), "energy")
