@@ -27,7 +27,6 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from ..spec import limits
-from ..spec.arch_eval import ArchEvaluator
 from ..spec.resolve import WorkloadInfo
 from ..spec.spec import Spec
 from .join import Bound
@@ -59,10 +58,10 @@ class DeferredHosting:
 
     spec: Spec
     wl: WorkloadInfo
-    arch: ArchEvaluator
-    config: MapperConfig
     jobs: int
-    groups: dict[str, list[str]]  # table's Einsum -> every Einsum using it (renamed)
+    config: MapperConfig | None = None  # set by generate_tables (with the fusion plan)
+    groups: dict[str, list[str]] = field(default_factory=dict)
+    """Set by generate_tables: table's Einsum -> every Einsum using it (renamed)."""
     pending: dict[str, list[tuple[float, tuple]]] = field(default_factory=dict)
     """Per table: (floor, template key) of its marked templates not tiled, by floor."""
 
@@ -102,14 +101,14 @@ class DeferredHosting:
         out = -math.inf
         for order in orders:
             bound = Bound.of("energy", cap, order, tables)
-            total = float(bound.least_energy.sum())
             for j, name in enumerate(order):
                 if name in self.groups[base]:
-                    out = max(out, cap * (1 + 1e-9) - (total - float(bound.least_energy[j])))
+                    out = max(out, bound.energy_allowance(j))
         return out
 
     def _generate(self, wanted: dict[str, set[tuple]]) -> dict[str, PmappingTable]:
         names = sorted(wanted)
+        assert self.config is not None, "generate_tables sets the config"
         args = [(self.spec, n, self.config, wanted[n], limits.current()) for n in names]
         if self.jobs > 1 and len(names) > 1:
             from joblib import Parallel, delayed

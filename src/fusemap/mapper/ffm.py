@@ -144,7 +144,7 @@ def map_workload(
     plan = fusion_plan(wl, order_list)
     deferred = None
     if DEFER_HOSTING and objective == "energy" and plan.host_loops:
-        deferred = DeferredHosting(spec, wl, arch, config, jobs, {})
+        deferred = DeferredHosting(spec, wl, jobs)
     tables = generate_tables(spec, wl, arch, objective, jobs, progress, stats, plan, deferred)
     stats.seconds["pmappings"] = time.perf_counter() - start
     for name, table in tables.items():

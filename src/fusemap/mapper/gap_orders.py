@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -151,21 +150,10 @@ def _orders(segments: list[list[int]]):
 
 def _appended(table: PmappingTable, rows: np.ndarray, seq: np.ndarray) -> PmappingTable:
     """``table`` with copies of ``rows`` carrying the prefixes ``seq``."""
-    fusion = table.fusion
-    assert fusion is not None
-    both = np.concatenate([np.arange(len(table)), rows])
-    out = replace(
-        table,
-        template=table.template[both],
-        row=table.row[both],
-        energy=table.energy[both],
-        latency=table.latency[both],
-        reservations={m: v[both] for m, v in table.reservations.items()},
-        latency_counts={m: v[both] for m, v in table.latency_counts.items()},
-        fusion=replace(
-            fusion.take(both), seq=np.concatenate([fusion.seq, seq.astype(fusion.seq.dtype)])
-        ),
-    )
+    assert table.fusion is not None
+    out = table.take(np.concatenate([np.arange(len(table)), rows]))
+    assert out.fusion is not None
+    out.fusion.seq = np.concatenate([table.fusion.seq, seq.astype(table.fusion.seq.dtype)])
     return out
 
 

@@ -187,7 +187,7 @@ def _pieces(j, order, table, workload, arch, accessors, memories, allowed=None) 
     seqs, first, inverse = np.unique(fusion.seq, return_index=True, return_inverse=True)
     inverse = inverse.ravel()
     bits_of: dict[tuple, float] = {}  # fused tile bits by tensor, memory and tile shape
-    meta: list[tuple | None] = []  # per fused prefix: its place in the order
+    meta: list[tuple] = []  # per fused prefix: its place in the order
     for seq in seqs.tolist():
         compat = {
             c.tensor: c for c in fusion.interner.compatibility(seq, fusion.shared, fusion.top)
@@ -196,7 +196,6 @@ def _pieces(j, order, table, workload, arch, accessors, memories, allowed=None) 
         b_prev = max((c.depth for t, c in fused.items() if accessors[t][0] < j), default=0)
         b_next = max((c.depth for t, c in fused.items() if accessors[t][-1] > j), default=0)
         adds = []
-        ok = True
         for t, c in fused.items():
             users = accessors[t]
             # b_prev over *all* fused tensors: a tile the previous Einsum already holds
@@ -211,10 +210,10 @@ def _pieces(j, order, table, workload, arch, accessors, memories, allowed=None) 
         loops = tuple((t[1], t[2]) for t in tokens if t[0] == "loop")
         mark = next((k for k, t in enumerate(tokens) if t[0] == "back" and t[1] == HOSTING), None)
         hosting = None if mark is None else sum(t[0] == "loop" for t in tokens[:mark])
-        meta.append((compat, b_prev, b_next, loops, adds, hosting) if ok else None)
+        meta.append((compat, b_prev, b_next, loops, adds, hosting))
     # Rows whose own copies of tensors used elsewhere sit on different open levels join
     # differently: one piece per (prefix, pattern of those levels, deeper ones left out).
-    deepest = np.array([-1 if m is None else len(m[3]) for m in meta], dtype=np.int64)
+    deepest = np.array([len(m[3]) for m in meta], dtype=np.int64)
     row_deepest = deepest[inverse]
     pattern = np.where(levels <= row_deepest, levels, 0)  # (tensors, rows)
     radix = int(levels.max()) + 1 if levels.size else 1
@@ -222,14 +221,14 @@ def _pieces(j, order, table, workload, arch, accessors, memories, allowed=None) 
     rank = np.empty(len(seqs), dtype=np.int64)  # prefixes in order of their first row
     rank[np.argsort(first, kind="stable")] = np.arange(len(seqs))
     key = rank[inverse] * radix ** len(multi) + weights @ pattern
-    rows = np.flatnonzero((row_deepest >= 0) if allowed is None else (row_deepest >= 0) & allowed)
+    rows = np.arange(len(inverse)) if allowed is None else np.flatnonzero(allowed)
     if len(rows) == 0:
         return []
     rows = rows[np.argsort(key[rows], kind="stable")]  # each piece's rows stay in order
     starts = np.flatnonzero(np.diff(key[rows], prepend=-1))
     out = []
     for idx in np.split(rows, starts[1:]):
-        compat, b_prev, b_next, loops, adds, hosting = meta[inverse[idx[0]]]  # type: ignore[misc]
+        compat, b_prev, b_next, loops, adds, hosting = meta[inverse[idx[0]]]
         pat = pattern[:, idx[0]].tolist()
         exposed = {t: e for t, e in zip(multi, pat, strict=True) if e > 0}
         out.append(_Piece(idx, compat, b_prev, b_next, loops, adds, exposed, hosting))
@@ -503,6 +502,12 @@ class Bound:
         latency = g.latency + self.least_latency[j + 1 :].sum()
         keep = self._within(self._value(energy, latency))
         return g.take(keep) if keep.any() else None
+
+    def energy_allowance(self, j: int) -> float:
+        """Energy objective: the most a pmapping of the ``j``-th Einsum may cost in a
+        mapping within ``best`` (the others at their least)."""
+        rest = float(self.least_energy.sum() - self.least_energy[j])
+        return self.best * (1 + 1e-9) - rest
 
     def allowed(self, table: PmappingTable, j: int) -> np.ndarray:
         """The rows of the ``j``-th Einsum's table that may be part of a mapping within

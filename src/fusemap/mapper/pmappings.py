@@ -114,6 +114,19 @@ class PmappingTable:
             raise ValueError(f"unknown objective '{objective}' (use {', '.join(OBJECTIVES)})")
         return int(np.lexsort(keys)[0])
 
+    def take(self, rows: np.ndarray) -> PmappingTable:
+        """The table of ``rows`` (in that order; repeats allowed)."""
+        return replace(
+            self,
+            template=self.template[rows],
+            row=self.row[rows],
+            energy=self.energy[rows],
+            latency=self.latency[rows],
+            reservations={m: v[rows] for m, v in self.reservations.items()},
+            latency_counts={m: v[rows] for m, v in self.latency_counts.items()},
+            fusion=None if self.fusion is None else self.fusion.take(rows),
+        )
+
     def mapping(self, i: int) -> M.Mapping:
         """The LoopTree of row ``i``."""
         tree = materialize(self.results[int(self.template[i])], int(self.row[i]))
@@ -550,14 +563,13 @@ def least_energy_by_template(done: list[TemplateResult], tilers: list) -> dict[t
     best: dict[tuple, float] = {}
     for r, t in zip(done, tilers, strict=True):
         if t.alone and r.rows:
-            key = tuple(sorted(t.held.items()))
-            best[key] = min(best.get(key, np.inf), float(r.energy.min()))
+            best[t.held_key] = min(best.get(t.held_key, np.inf), float(r.energy.min()))
     out: dict[tuple, float] = {}
     for r, t in zip(done, tilers, strict=True):
         if r.rows:
             floor = float(r.energy.min())
         elif t.alone:
-            floor = best.get(tuple(sorted(t.held.items())), np.inf)
+            floor = best.get(t.held_key, np.inf)
         else:
             floor = np.inf
         key = template_key(t.t)

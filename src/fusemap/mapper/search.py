@@ -40,14 +40,11 @@ def tile_templates(
     # One bound per amount held beside them (each is another capacity).
     best: dict[tuple, float] = {}
 
-    def bound_of(tiler: TemplateTiler) -> tuple:
-        return tuple(sorted(tiler.held.items()))
-
     def finished(i: int, result: TemplateResult) -> None:
         out[i] = result
         fronts.done(i)
         if tilers[i].alone and result.rows:
-            key = bound_of(tilers[i])
+            key = tilers[i].held_key
             best[key] = min(best.get(key, np.inf), float(result.energy.min()))
         if progress:
             progress(1)
@@ -76,7 +73,7 @@ def tile_templates(
             forks.setdefault(tilers[i].stage_key(j), []).append(i)
         for members in forks.values():
             tiler = tilers[members[0]]
-            bound = best.get(bound_of(tiler), np.inf)
+            bound = best.get(tiler.held_key, np.inf)
             alone = np.isfinite(bound) and all(tilers[i].alone for i in members)
             # Energy so far + the compute leaf's energy <= the final energy (costs add up).
             leaf = min(tilers[i].leaf_energy for i in members) if alone else 0.0

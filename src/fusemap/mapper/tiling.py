@@ -239,8 +239,14 @@ class TemplateTiler(NodeCosts):
             self.prune,
             self.once,
             tuple(sorted(self.join_memories)),
-            tuple(sorted(self.held.items())),
+            self.held_key,
         )
+
+    @property
+    def held_key(self) -> tuple:
+        """The amounts held beside this Einsum, hashable (templates with equal ones share
+        a capacity, and a branch-and-bound best)."""
+        return tuple(sorted(self.held.items()))
 
     def stage(self, j: int, prev: Stage | None, ceiling: float = np.inf) -> Stage:
         """Extend the partial tile shapes above node ``j`` through its gap, and prune.
