@@ -136,6 +136,39 @@ def test_one_and_two_workers_give_the_same_rows(tmp_path, cluster):
     )
 
 
+def test_the_local_cluster_starts_early_and_is_always_closed(tmp_path, monkeypatch):
+    """The local cluster starts while the points load; it is closed after the sweep,
+    when every point was finished before (unused), and when loading fails."""
+    from fusemap.sweeps import cluster as cluster_mod
+
+    started, closed = [], []
+
+    class Recorded(cluster_mod.LocalStart):
+        def __init__(self, n: int) -> None:
+            super().__init__(n)
+            started.append(n)
+
+        def close(self) -> None:
+            closed.append(self.cluster().status.name)
+            super().close()
+            assert self.cluster().status.name == "closed"
+
+    monkeypatch.setattr(cluster_mod, "LocalStart", Recorded)
+    path = write_specs(tmp_path)
+    first = run_sweep(path, tmp_path / "out", workers=1)
+    assert first.count("ok") == 6 and started == [1] and len(closed) == 1
+    again = run_sweep(path, tmp_path / "out", workers=1)  # nothing left to run
+    assert (again.reused, again.computed) == (6, 0) and len(started) == len(closed) == 2
+
+    def fail(plan, step=None):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(sweep_run, "prepare_points", fail)
+    with pytest.raises(KeyboardInterrupt):
+        run_sweep(path, tmp_path / "other", workers=1)
+    assert len(started) == len(closed) == 3
+
+
 def test_specs_travel_with_the_tasks(tmp_path, cluster, monkeypatch):
     """The workers never read the spec files: they are gone once the points are loaded."""
     path = write_specs(tmp_path)

@@ -336,18 +336,20 @@ def sweep(
     """Map (or evaluate) every point of a design-space sweep on a Dask cluster; one
     Parquet file per finished point in RESULTS/points/, a summary and plots. A rerun
     runs only the points not finished yet."""
-    from .report.tables import print_group
-    from .sweeps.plots import write_sweep_plots
-    from .sweeps.run import run_sweep
-    from .sweeps.summary import sweep_summary
+    from .sweeps.run import run_sweep  # the rest after: the cluster starts sooner
 
     outcome = run_sweep(
         sweep_file, out, scheduler=scheduler, workers=workers, retry_failed=retry_failed,
         progress=True, echo=typer.echo,
     )  # fmt: skip
+    from .report.tables import print_group
+    from .sweeps.summary import sweep_summary
+
     print_group(sweep_summary(outcome))
     typer.echo(f"results: {outcome.folder / 'points'} (Parquet: pandas.read_parquet)")
     if plots:
+        from .sweeps.plots import write_sweep_plots  # matplotlib: only when drawing
+
         written = write_sweep_plots(outcome, outcome.folder / "plots")
         if written:
             typer.echo("wrote " + " and ".join(str(p) for p in written))

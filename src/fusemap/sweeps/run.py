@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..report.io import protect_inputs
 from ..spec import limits
@@ -21,6 +21,9 @@ from .progress import SweepProgress
 from .record import ERROR, LOST, OK, PointRecord
 from .store import ResultStore
 from .task import PointTask, error_record, run_point
+
+if TYPE_CHECKING:
+    from .cluster import LocalStart
 
 Echo = Callable[[str], None]
 
@@ -79,6 +82,39 @@ def run_sweep(
     plan = load_sweep(sweep_file)
     store = ResultStore(out if out is not None else default_folder(sweep_file), plan)
     store.check()
+    starting = _start_local(client, scheduler, workers, len(plan.points()))
+    try:
+        return _sweep(plan, store, client, scheduler, workers, retry_failed, progress, say,
+                      starting, start)  # fmt: skip
+    finally:
+        if starting is not None:
+            starting.close()  # used or not (all points finished before, or a failure)
+
+
+def _start_local(
+    client: Any, scheduler: str | None, workers: int | None, points: int
+) -> LocalStart | None:
+    """A local cluster starting now, while the points load (None: the sweep uses a given
+    client or an existing cluster)."""
+    from .cluster import LocalStart, local_workers, scheduler_address
+
+    if client is not None or scheduler_address(scheduler) or points == 0:
+        return None
+    return LocalStart(local_workers(workers, points))
+
+
+def _sweep(
+    plan: SweepPlan,
+    store: ResultStore,
+    client: Any,
+    scheduler: str | None,
+    workers: int | None,
+    retry_failed: bool,
+    progress: bool,
+    say: Echo,
+    starting: LocalStart | None,
+    start: float,
+) -> SweepOutcome:
     bar = SweepProgress(progress)
     with bar.phase("loading specs", len(plan.points())) as step:
         points = prepare_points(plan, step)
@@ -94,7 +130,7 @@ def run_sweep(
             f"{len(todo)} to run")  # fmt: skip
     if todo:
         with (
-            _client(client, scheduler, workers, len(todo), say) as dask,
+            _client(client, scheduler, workers, len(todo), say, starting) as dask,
             bar.points(len(points), records.values()) as tick,
         ):
             for record in _run(dask, plan, todo):
@@ -129,14 +165,19 @@ def _record(store: ResultStore, record: PointRecord) -> PointRecord:
 
 @contextmanager
 def _client(
-    client: Any, scheduler: str | None, workers: int | None, tasks: int, say: Echo
+    client: Any,
+    scheduler: str | None,
+    workers: int | None,
+    tasks: int,
+    say: Echo,
+    starting: LocalStart | None,
 ) -> Iterator[Any]:
     if client is not None:
         yield client
         return
     from .cluster import dask_client
 
-    with dask_client(scheduler, workers, tasks, say) as made:
+    with dask_client(scheduler, workers, tasks, say, starting) as made:
         yield made
 
 
