@@ -20,6 +20,9 @@ LOCAL_WORKER_CONFIG = {
     "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None,
     "distributed.worker.profile.enabled": False,
     "distributed.worker.preload": ["fusemap.sweeps.task"],
+    "distributed.admin.tick.interval": "1s",
+    "distributed.worker.memory.monitor-interval": "1s",
+    "distributed.admin.system-monitor.interval": "2s",
 }
 """What the local cluster's workers do differently from Dask's defaults, measured on 6
 points of the three matmuls (4.5-4.9 s each in a plain loop):
@@ -30,10 +33,16 @@ points of the three matmuls (4.5-4.9 s each in a plain loop):
 * no sampling of the task's stack every 10 ms (Dask's profiler): +41% against the loop
   with it, +25% without it (before the first change);
 * the worker imports the mapper as it starts (a preload), while the client still loads
-  the points' specs (:class:`LocalStart`), not when the first point arrives.
+  the points' specs (:class:`LocalStart`), not when the first point arrives;
+* its event loop checks its own health every second, not every 20 ms, and its memory
+  and system monitors run every 1 and 2 s, not 0.1 and 0.5 s: the threads beside the
+  point used 0.34 s of CPU per 19 s of mapping (1.8%, each wake-up also taking the GIL
+  from the point), now 0.06 s. A worker still stops on its memory limit, a second later
+  at most.
 
 A cluster started by hand can do the same: ``MALLOC_TRIM_THRESHOLD_`` unset and
-``DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED=False`` in the workers' environment."""
+``DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED=False`` (and the intervals above) in the
+workers' environment."""
 CONNECT_SECONDS = 20
 WAIT_FOR_WORKERS_SECONDS = 600
 
