@@ -22,7 +22,7 @@ from ..spec.resolve import WorkloadInfo
 from .gap_orders import ordered_as_prefix, unbounded_holders, with_gap_orders
 from .pareto import pareto_mask
 from .prefix import Compatibility, PrefixInterner
-from .search import TilingCounts, tile_templates
+from .search import TilingCounts, tile_held_variants_last
 from .space import (
     MapperConfig,
     Template,
@@ -333,11 +333,15 @@ def generate_pmappings(
         )
 
     tilers = []
+    variants: set[int] = set()  # fuse nothing, something held beside them, energy only
     for tmpl in temps:
         first = tiler(tmpl, amounts[0] if amounts else None)
         tilers.append(first)
         if first.p_max < 0 and amounts:  # fuses nothing: once per amount it may host
-            tilers += [tiler(tmpl, held) for held in amounts[1:]]
+            for held in amounts[1:]:
+                tilers.append(tiler(tmpl, held))
+                if SKIP_FITTING_VARIANTS and first.alone and not amounts[0]:
+                    variants.add(len(tilers) - 1)
     counts = TilingCounts()
     finished = [0]
 
@@ -346,7 +350,7 @@ def generate_pmappings(
         if progress:
             progress(finished[0], len(temps))
 
-    done = tile_templates(tilers, counts, step)
+    done = tile_held_variants_last(tilers, variants, counts, step)
     stats.tile_shapes_evaluated = counts.evaluated
     stats.tile_shapes_valid = counts.valid
     stats.stages = counts.stages
@@ -489,6 +493,11 @@ def _combine_fused(
     fusion = FusionColumns(seq, buckets, interner, shared, top).take(keep)
     return _kept(einsum, results, (tmpl, row, energy, latency, res), keep, fusion)
 
+
+SKIP_FITTING_VARIANTS = True
+"""Energy objective: a template that fuses nothing is not searched again beside an amount
+held when the least-energy such pmapping fits beside it
+(:func:`fusemap.mapper.search.tile_held_variants_last`; the tests compare with False)."""
 
 MAX_HELD_AMOUNTS = 64
 """Above this many amounts an Einsum may host, its templates that fuse nothing keep their

@@ -97,3 +97,63 @@ def tile_templates(
     for members in by_unit.values():
         descend(members, 0, [])
     return [r for r in out if r is not None]
+
+
+def tile_held_variants_last(
+    tilers: list[TemplateTiler],
+    variants: set[int],
+    counts: TilingCounts | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> list[TemplateResult]:
+    """:func:`tile_templates`, the tilers ``variants`` last: those of templates that fuse
+    nothing, searched again with another Einsum's tensors held beside them (less room).
+
+    Only the least energy of such a tiler matters (energy objective): the join takes,
+    for each amount held, the cheapest pmapping that fuses nothing and fits beside it.
+    Every tile shape that fits with less room fits with more, at the same costs, so if
+    the least-energy one found with nothing held fits beside an amount, it is that
+    amount's cheapest too, and already in the table: its variants search nothing.
+    """
+    first = [i for i in range(len(tilers)) if i not in variants]
+    done = tile_templates([tilers[i] for i in first], counts, progress)
+    out = dict(zip(first, done, strict=True))
+    least = _least_energy_alone(out, tilers)
+    rest = [i for i in sorted(variants) if least is None or not _fits(*least, tilers[i])]
+    out.update(zip(rest, tile_templates([tilers[i] for i in rest], counts, progress), strict=True))
+    for i in variants.difference(rest):
+        out[i] = tilers[i].finish([_empty(tilers[i])])
+        if progress:
+            progress(1)
+    return [out[i] for i in range(len(tilers))]
+
+
+def _least_energy_alone(
+    out: dict[int, TemplateResult], tilers: list[TemplateTiler]
+) -> tuple[TemplateResult, int] | None:
+    """The least-energy row (result, row) of the tilers that fuse nothing, hold nothing."""
+    best: tuple[float, TemplateResult, int] | None = None
+    for i, result in out.items():
+        if tilers[i].alone and not tilers[i].held_key and result.rows:
+            row = int(np.argmin(result.energy))
+            if best is None or result.energy[row] < best[0]:
+                best = (float(result.energy[row]), result, row)
+    return None if best is None else (best[1], best[2])
+
+
+def _fits(result: TemplateResult, row: int, tiler: TemplateTiler) -> bool:
+    """Whether ``row`` of ``result`` fits in the room ``tiler`` leaves in every memory
+    where something is held beside it (False where the row's amount is not known)."""
+    for memory, held in tiler.held.items():
+        if held > 0:
+            if memory not in result.reservations:
+                return False
+            if result.reservations[memory][row] > tiler.capacity[memory] * (1 + 1e-9):
+                return False
+    return True
+
+
+def _empty(tiler: TemplateTiler) -> Stage:
+    """A stage with no row (the result of a search skipped)."""
+    ints = np.zeros(0, dtype=np.int64)
+    sizes = np.zeros((0, len(tiler.vars)), dtype=np.int64)
+    return Stage(sizes, np.zeros((0, tiler.width)), sizes.copy(), ints, 0, 0, ints, ints.copy())
