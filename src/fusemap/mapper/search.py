@@ -119,7 +119,9 @@ def tile_held_variants_last(
     out = dict(zip(first, done, strict=True))
     least = _least_energy_alone(out, tilers)
     rest = [i for i in sorted(variants) if least is None or not _fits(*least, tilers[i])]
-    out.update(zip(rest, tile_templates([tilers[i] for i in rest], counts, progress), strict=True))
+    if rest:
+        again = tile_templates([tilers[i] for i in rest], counts, progress)
+        out.update(zip(rest, again, strict=True))
     for i in variants.difference(rest):
         out[i] = tilers[i].finish([_empty(tilers[i])])
         if progress:
