@@ -16,6 +16,20 @@ from test_deferred_hosting import _spec
 SEEDS = range(12)
 
 
+def _record_decisions(monkeypatch) -> list[bool]:
+    """Each decision of the rule from now on: True where the optimum fits (skipped)."""
+    decided: list[bool] = []
+    fits = search._fits
+
+    def recorded(result, row, tiler):
+        ok = fits(result, row, tiler)
+        decided.append(ok)
+        return ok
+
+    monkeypatch.setattr(search, "_fits", recorded)
+    return decided
+
+
 def _map(spec, monkeypatch, skip: bool):
     monkeypatch.setattr(pmappings, "SKIP_FITTING_VARIANTS", skip)
     return map_workload(spec, "energy")
@@ -25,31 +39,15 @@ def _map(spec, monkeypatch, skip: bool):
 def test_skipping_fitting_variants_keeps_the_optimum(seed, tmp_path, monkeypatch):
     spec = _spec(seed, tmp_path)
     every = _map(spec, monkeypatch, False)
-    skipped = []
-    fits = search._fits
-
-    def counted(result, row, tiler):
-        ok = fits(result, row, tiler)
-        skipped.append(ok)
-        return ok
-
-    monkeypatch.setattr(search, "_fits", counted)
+    decided = _record_decisions(monkeypatch)
     fewer = _map(spec, monkeypatch, True)
     assert fewer.best.result.energy == pytest.approx(every.best.result.energy, rel=1e-12)
-    assert skipped, "E1 hosts A: it has searches beside a held amount"
+    assert decided, "E1 hosts A: it has searches beside a held amount"
 
 
 def test_some_variants_are_skipped_and_some_are_not(tmp_path, monkeypatch):
     """The seeds above exercise both sides of the rule."""
-    outcomes = []
-    fits = search._fits
-
-    def counted(result, row, tiler):
-        ok = fits(result, row, tiler)
-        outcomes.append(ok)
-        return ok
-
-    monkeypatch.setattr(search, "_fits", counted)
+    outcomes = _record_decisions(monkeypatch)
     for seed in SEEDS:
         map_workload(_spec(seed, tmp_path), "energy")
     assert True in outcomes and False in outcomes

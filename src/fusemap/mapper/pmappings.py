@@ -340,7 +340,7 @@ def generate_pmappings(
         if first.p_max < 0 and amounts:  # fuses nothing: once per amount it may host
             for held in amounts[1:]:
                 tilers.append(tiler(tmpl, held))
-                if SKIP_FITTING_VARIANTS and first.alone and not amounts[0]:
+                if SKIP_FITTING_VARIANTS and first.alone:
                     variants.add(len(tilers) - 1)
     counts = TilingCounts()
     finished = [0]

@@ -90,14 +90,14 @@ def _local_cluster(n: int) -> Any:
 
 class LocalStart:
     """A local cluster of ``n`` workers starting in a background thread, so that its
-    workers start (and import the mapper) while the caller loads the points. Whoever
-    does not use it closes it."""
+    workers start (and import the mapper) while the caller loads the points. Its
+    creator closes it (:meth:`close`), used or not."""
 
     def __init__(self, n: int) -> None:
         self.n = n
-        self._pool = ThreadPoolExecutor(1, thread_name_prefix="fusemap-cluster-start")
-        self._future: Future = self._pool.submit(_local_cluster, n)
-        self._pool.shutdown(wait=False)
+        pool = ThreadPoolExecutor(1, thread_name_prefix="fusemap-cluster-start")
+        self._future: Future = pool.submit(_local_cluster, n)
+        pool.shutdown(wait=False)
 
     def cluster(self) -> Any:
         """The started cluster (waits for it; raises what starting it raised)."""

@@ -82,65 +82,52 @@ def run_sweep(
     plan = load_sweep(sweep_file)
     store = ResultStore(out if out is not None else default_folder(sweep_file), plan)
     store.check()
-    starting = _start_local(client, scheduler, workers, len(plan.points()))
-    try:
-        return _sweep(plan, store, client, scheduler, workers, retry_failed, progress, say,
-                      starting, start)  # fmt: skip
-    finally:
-        if starting is not None:
-            starting.close()  # used or not (all points finished before, or a failure)
+    with _local_cluster_starting(client, scheduler, workers, len(plan.points())) as starting:
+        bar = SweepProgress(progress)
+        with bar.phase("loading specs", len(plan.points())) as step:
+            points = prepare_points(plan, step)
+        protect_inputs([plan.path, *(f for p in points if p.spec for f in p.spec.input_files)])
+        records: dict[int, PointRecord] = {}
+        todo = _reuse(points, store, records, retry_failed)
+        reused = len(records)
+        for p in [p for p in todo if p.error is not None]:  # unloadable: no worker needed
+            records[p.index] = _record(store, error_record(p, plan.objective, plan.mode, p.error))
+        todo = [p for p in todo if p.error is None]
+        if reused:
+            say(f"{reused} of {len(points)} points finished earlier (in {store.points}); "
+                f"{len(todo)} to run")  # fmt: skip
+        if todo:
+            with (
+                _client(client, scheduler, workers, len(todo), say, starting) as dask,
+                bar.points(len(points), records.values()) as tick,
+            ):
+                for record in _run(dask, plan, todo):
+                    if record.status != LOST:
+                        _record(store, record)
+                    records[record.index] = record
+                    tick(record)
+        ordered = [records[i] for i in sorted(records)]
+        return SweepOutcome(plan, ordered, store.folder, len(points) - reused, reused,
+                            time.perf_counter() - start)  # fmt: skip
 
 
-def _start_local(
+@contextmanager
+def _local_cluster_starting(
     client: Any, scheduler: str | None, workers: int | None, points: int
-) -> LocalStart | None:
-    """A local cluster starting now, while the points load (None: the sweep uses a given
-    client or an existing cluster)."""
+) -> Iterator[LocalStart | None]:
+    """A local cluster starting now, while the points load, closed at the end whether
+    used or not (every point finished before, or a failure); None when the sweep uses a
+    given client or an existing cluster."""
     from .cluster import LocalStart, local_workers, scheduler_address
 
     if client is not None or scheduler_address(scheduler) or points == 0:
-        return None
-    return LocalStart(local_workers(workers, points))
-
-
-def _sweep(
-    plan: SweepPlan,
-    store: ResultStore,
-    client: Any,
-    scheduler: str | None,
-    workers: int | None,
-    retry_failed: bool,
-    progress: bool,
-    say: Echo,
-    starting: LocalStart | None,
-    start: float,
-) -> SweepOutcome:
-    bar = SweepProgress(progress)
-    with bar.phase("loading specs", len(plan.points())) as step:
-        points = prepare_points(plan, step)
-    protect_inputs([plan.path, *(f for p in points if p.spec for f in p.spec.input_files)])
-    records: dict[int, PointRecord] = {}
-    todo = _reuse(points, store, records, retry_failed)
-    reused = len(records)
-    for p in [p for p in todo if p.error is not None]:  # unloadable: no worker needed
-        records[p.index] = _record(store, error_record(p, plan.objective, plan.mode, p.error))
-    todo = [p for p in todo if p.error is None]
-    if reused:
-        say(f"{reused} of {len(points)} points finished earlier (in {store.points}); "
-            f"{len(todo)} to run")  # fmt: skip
-    if todo:
-        with (
-            _client(client, scheduler, workers, len(todo), say, starting) as dask,
-            bar.points(len(points), records.values()) as tick,
-        ):
-            for record in _run(dask, plan, todo):
-                if record.status != LOST:
-                    _record(store, record)
-                records[record.index] = record
-                tick(record)
-    ordered = [records[i] for i in sorted(records)]
-    return SweepOutcome(plan, ordered, store.folder, len(points) - reused, reused,
-                        time.perf_counter() - start)  # fmt: skip
+        yield None
+        return
+    starting = LocalStart(local_workers(workers, points))
+    try:
+        yield starting
+    finally:
+        starting.close()
 
 
 def _reuse(
