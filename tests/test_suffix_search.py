@@ -93,8 +93,8 @@ def test_fronts_are_dropped_after_their_last_template(seed, tmp_path, monkeypatc
     caches = []
     real_init = suffix.FrontCache.__init__
 
-    def spy(self, tilers):
-        real_init(self, tilers)
+    def spy(self, tilers, store=None):
+        real_init(self, tilers, store)
         caches.append(self)
 
     monkeypatch.setattr(suffix.FrontCache, "__init__", spy)

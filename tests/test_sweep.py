@@ -215,7 +215,7 @@ def test_map_on_the_cluster_gives_the_local_answer(tmp_path, cluster, monkeypatc
         )
     assert results[0] == results[1]
     prefixes = cluster.run_on_scheduler(lambda dask_scheduler: list(dask_scheduler.task_prefixes))
-    assert any("generate_one" in p or "Batch" in p for p in prefixes), prefixes
+    assert any("generate_kind" in p or "Batch" in p for p in prefixes), prefixes
 
 
 def test_an_unreachable_scheduler_is_one_line(tmp_path, monkeypatch, capsys):

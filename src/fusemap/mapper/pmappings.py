@@ -23,6 +23,7 @@ from .gap_orders import ordered_as_prefix, unbounded_holders, with_gap_orders
 from .pareto import pareto_mask
 from .prefix import Compatibility, PrefixInterner
 from .search import TilingCounts, tile_held_variants_last
+from .signature import tiling_context
 from .space import (
     MapperConfig,
     Template,
@@ -33,6 +34,7 @@ from .space import (
     templates,
     top_memory,
 )
+from .suffix import FrontStore
 from .template_result import TemplateResult
 from .tiling import TemplateTiler
 
@@ -282,6 +284,7 @@ def generate_pmappings(
     prune: bool = True,
     only: Callable[[int, Template], bool] | None = None,
     with_floors: bool = False,
+    fronts: FrontStore | None = None,
 ) -> PmappingTable:
     """Tile every template of ``einsum`` and keep the Pareto-optimal pmappings.
 
@@ -292,6 +295,7 @@ def generate_pmappings(
     ``prune=False`` keeps every tile shape (for brute-force checks on tiny cases).
     ``only(index, template)``: the templates to tile (default: all). ``with_floors``:
     also record each template's least energy (:attr:`PmappingTable.floors`).
+    ``fronts``: bottom-up fronts kept from and for tables of Einsums equal up to names.
     """
     from ..spec.resolve import resolve_workload
 
@@ -350,7 +354,9 @@ def generate_pmappings(
         if progress:
             progress(finished[0], len(temps))
 
-    done = tile_held_variants_last(tilers, variants, counts, step)
+    if fronts is not None:
+        fronts.context = tiling_context(info, workload, arch, config, objective, prune, joined)
+    done = tile_held_variants_last(tilers, variants, counts, step, fronts)
     stats.tile_shapes_evaluated = counts.evaluated
     stats.tile_shapes_valid = counts.valid
     stats.stages = counts.stages

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .stage import Stage
-from .suffix import FrontCache, SuffixSearch, stages_below_fused_node
+from .suffix import FrontCache, FrontStore, SuffixSearch, stages_below_fused_node
 from .template_result import TemplateResult
 from .tiling import TemplateTiler
 
@@ -26,6 +26,7 @@ def tile_templates(
     tilers: list[TemplateTiler],
     counts: TilingCounts | None = None,
     progress: Callable[[int], None] | None = None,
+    store: FrontStore | None = None,
 ) -> list[TemplateResult]:
     """Run the search for many templates, sharing the stages their prefixes agree on.
 
@@ -34,15 +35,17 @@ def tile_templates(
     the search forks there instead of starting again. Results come in input order.
     """
     out: list[TemplateResult | None] = [None] * len(tilers)
-    fronts = FrontCache(tilers)  # bottom-up fronts of template suffixes, shared
+    fronts = FrontCache(tilers, store)  # bottom-up fronts of template suffixes, shared
     # Branch and bound over templates that fuse nothing (energy objective): only their
     # least energy matters, so rows that cannot beat the best one finished are dropped.
     # One bound per amount held beside them (each is another capacity).
     best: dict[tuple, float] = {}
 
-    def finished(i: int, result: TemplateResult) -> None:
+    def finished(i: int, result: TemplateResult, search: bool = True) -> None:
         out[i] = result
         fronts.done(i)
+        if search and store is not None and tilers[i].alone and not tilers[i].held_key:
+            store.put_result(tilers[i], result)
         if tilers[i].alone and result.rows:
             key = tilers[i].held_key
             best[key] = min(best.get(key, np.inf), float(result.energy.min()))
@@ -93,7 +96,13 @@ def tile_templates(
 
     by_unit: dict[str, list[int]] = {}
     for i, t in enumerate(tilers):
-        by_unit.setdefault(t.t.compute, []).append(i)
+        # Templates that fuse nothing and hold nothing, searched by an earlier table of
+        # an Einsum equal up to names: that search's rows (they also bound the rest).
+        kept = store.result(t) if store is not None and t.alone and not t.held_key else None
+        if kept is not None:
+            finished(i, kept, search=False)
+        else:
+            by_unit.setdefault(t.t.compute, []).append(i)
     for members in by_unit.values():
         descend(members, 0, [])
     return [r for r in out if r is not None]
@@ -104,6 +113,7 @@ def tile_held_variants_last(
     variants: set[int],
     counts: TilingCounts | None = None,
     progress: Callable[[int], None] | None = None,
+    store: FrontStore | None = None,
 ) -> list[TemplateResult]:
     """:func:`tile_templates`, the tilers ``variants`` last: those of templates that fuse
     nothing, searched again with another Einsum's tensors held beside them (less room).
@@ -115,12 +125,12 @@ def tile_held_variants_last(
     amount's cheapest too, and already in the table: its variants search nothing.
     """
     first = [i for i in range(len(tilers)) if i not in variants]
-    done = tile_templates([tilers[i] for i in first], counts, progress)
+    done = tile_templates([tilers[i] for i in first], counts, progress, store)
     out = dict(zip(first, done, strict=True))
     least = _least_energy_alone(out, tilers)
     rest = [i for i in sorted(variants) if least is None or not _fits(*least, tilers[i])]
     if rest:
-        again = tile_templates([tilers[i] for i in rest], counts, progress)
+        again = tile_templates([tilers[i] for i in rest], counts, progress, store)
         out.update(zip(rest, again, strict=True))
     for i in variants.difference(rest):
         out[i] = tilers[i].finish([_empty(tilers[i])])

@@ -75,6 +75,36 @@ def einsum_signature(
     )
 
 
+def tiling_context(
+    info: EinsumInfo,
+    workload: WorkloadInfo,
+    arch: ArchEvaluator,
+    config,
+    objective: str,
+    prune: bool,
+    join_memories: frozenset[str],
+) -> tuple:
+    """Everything a pmapping search's tilers read besides their templates and the
+    amounts held beside them, tensors named by place: the Einsum up to names, which of
+    its tensors are fused or pinned, the architecture, the search's knobs. Searches with
+    equal contexts build equal fronts for equal template suffixes."""
+    place = {t: k for k, t in enumerate(info.tensors)}
+    fused, pinned = config.sharing(info, workload)
+    return (
+        einsum_signature(info, workload, arch),
+        tuple(sorted(place[t] for t in fused)),
+        tuple(sorted(place[t] for t in pinned)),
+        config.imperfect,
+        config.imperfect_max_bound,
+        config.fusion,
+        config.fused_loops_once,
+        objective,
+        prune,
+        tuple(sorted(join_memories)),
+        workload.n_instances * info.n_instances,
+    )
+
+
 def _component(c: ComponentInfo, names, keyed) -> tuple[Any, ...]:
     spatial = tuple(
         (

@@ -25,6 +25,7 @@ import numpy as np
 
 from .pareto import closure_front, pareto_mask
 from .stage import Stage
+from .template_result import TemplateResult, renamed_result
 from .terms import fill_basis, first_basis
 from .tiling import TemplateTiler
 
@@ -74,6 +75,7 @@ class SuffixSearch:
 
     def __init__(self, tiler, cache: FrontCache):
         self.tiler = tiler
+        self.owner = cache
         self.cache = cache.fronts
         self.n = len(tiler.t.holders)
         key = (tuple(int(b) for b in tiler.bounds), tuple(tiler.imperfect))
@@ -136,9 +138,14 @@ class SuffixSearch:
     def front(self, j: int) -> Front:
         """Fronts of node ``j`` for every tile shape that can reach the leaf."""
         key = self.ids[j - self.tiler.p_max]
-        if key not in self.cache:
-            self.cache[key] = self._build(j)
-        return self.cache[key]
+        got = self.cache.get(key)
+        if got is None:
+            got = self.owner.kept(key, self.tiler)
+            if got is None:
+                got = self._build(j)
+                self.owner.keep(key, self.tiler, got)
+            self.cache[key] = got
+        return got
 
     def front_keys(self) -> list[tuple]:
         """The fronts :meth:`meet` builds or reuses (fused node to compute leaf)."""
@@ -146,17 +153,30 @@ class SuffixSearch:
 
     def _key(self, j: int) -> tuple:
         """What the fronts of node ``j`` depend on. Positions are counted from ``j``: a
-        template with one more (virtual) holder above shares its fronts."""
+        template with one more (virtual) holder above shares its fronts. Tensors are
+        named by their place in the Einsum, so Einsums equal up to names (Q, K and V)
+        can share fronts (:class:`FrontStore`)."""
         x = self.tiler
         t = x.t
+        place = {name: k for k, name in enumerate(x.info.tensors)}
         return (
             t.compute,
-            tuple(t.holders[j:]),
+            tuple(
+                (place.get(h.tensor, h.tensor), h.component, h.level, h.backing, h.virtual)
+                for h in t.holders[j:]
+            ),
             tuple(  # what the nodes cost depends on the template above them too
                 (
                     node.position - j,
                     tuple(
-                        (u.component, u.action, u.tensor, u.basis, u.total, u.per_instance)
+                        (
+                            u.component,
+                            u.action,
+                            place.get(u.tensor),
+                            u.basis,
+                            u.total,
+                            u.per_instance,
+                        )
                         for u in node.terms
                     ),
                 )
@@ -322,17 +342,92 @@ class SuffixSearch:
         return out
 
 
+class FrontStore:
+    """Fronts kept from one pmapping table for the next of an Einsum equal up to names
+    (GPT-3's Q, K and V build the same 3,306 fronts: the second and third build none).
+
+    Keys are the fronts' own (:meth:`SuffixSearch._key`, tensors named by place), the
+    room each memory leaves, and ``context``: everything a table's tilers read besides
+    their template (the Einsum up to names, the architecture, the search's knobs),
+    given by the caller. Bounded: fronts past ``budget`` bytes are not kept."""
+
+    def __init__(self, budget: int = 0):
+        self.budget = budget or FRONT_STORE_BYTES
+        self.used = 0
+        self.fronts: dict[tuple, Front] = {}
+        self.alone: dict[tuple, tuple[TemplateResult, tuple[str, ...]]] = {}
+        self.context: tuple | None = None
+        self.frozen = False  # the last table of its kind: keep nothing more
+        self.hits = 0
+        self.alone_hits = 0
+
+    def key(self, front_key: tuple, tiler) -> tuple:
+        return (self.context, front_key, tuple(sorted(tiler.capacity.items())))
+
+    def get(self, front_key: tuple, tiler) -> Front | None:
+        got = self.fronts.get(self.key(front_key, tiler))
+        self.hits += got is not None
+        return got
+
+    def put(self, front_key: tuple, tiler, front: Front) -> None:
+        size = sum(a.nbytes for a in (front.state, front.crit, front.mids, front.child))
+        if not self.frozen and self.used + size <= self.budget:
+            self.fronts[self.key(front_key, tiler)] = front
+            self.used += size
+
+    # ------------------------------------------------------------ templates alone
+    def _alone_key(self, tiler) -> tuple:
+        t = tiler.t
+        place = {name: k for k, name in enumerate(tiler.info.tensors)}
+        holders = tuple(
+            (place.get(h.tensor, h.tensor), h.component, h.level, h.backing, h.virtual)
+            for h in t.holders
+        )
+        shape = (t.compute, t.compute_level, holders, t.spatial, tuple(sorted(t.blocked)))
+        return (self.context, shape, tuple(sorted(tiler.capacity.items())))
+
+    def result(self, tiler) -> TemplateResult | None:
+        """What an earlier table's search found for this template that fuses nothing and
+        holds nothing (``tiler.alone``), renamed to this Einsum's tensors."""
+        got = self.alone.get(self._alone_key(tiler))
+        if got is None:
+            return None
+        self.alone_hits += 1
+        result, names = got
+        return renamed_result(
+            result, tiler.t.einsum, dict(zip(names, tiler.info.tensors, strict=True))
+        )
+
+    def put_result(self, tiler, result: TemplateResult) -> None:
+        """Offer the result of a template that fuses nothing and holds nothing. Its rows
+        have the empty fused prefix (id 0 in every table), else it is not kept."""
+        empty_prefix = result.seq is None or not result.seq.any()
+        if self.frozen or not empty_prefix:
+            return
+        result = result.compact(np.arange(result.rows))  # only the trail of its rows
+        size = sum(a.nbytes for a in (result.energy, *result.stage_sizes, *result.stage_mids))
+        if self.used + size <= self.budget:
+            self.alone[self._alone_key(tiler)] = (result, tuple(tiler.info.tensors))
+            self.used += size
+
+
+FRONT_STORE_BYTES = 1 << 30
+"""What a :class:`FrontStore` may hold (GPT-3 2048 tokens: Q's fronts take 830 MB)."""
+
+
 class FrontCache:
     """Fronts shared between the templates of one search. Each is dropped once the last
     template that needs it is done: the live fronts stay small (GPT-3's Q: 60 MB at
-    most), all of them would not (830 MB)."""
+    most), all of them would not (830 MB). ``store``: fronts kept across tables."""
 
-    def __init__(self, tilers: list[TemplateTiler]):
+    def __init__(self, tilers: list[TemplateTiler], store: FrontStore | None = None):
+        self.store = store
         self.fronts: dict[int, Front] = {}
         self.axes: dict[tuple, tuple] = {}
         self.tables: dict[tuple, np.ndarray] = {}  # count bases per tile shape code
         self._backed: dict[tuple, tuple] = {}
         self._ids: dict[tuple, int] = {}  # front key -> small id (long tuples hash slowly)
+        self._key_of: list[tuple] = []  # small id -> front key
         self._by_tiler: dict[int, list[int]] = {}
         self._keys: dict[int, list[int]] = {}
         self._uses: Counter[int] = Counter()
@@ -355,9 +450,23 @@ class FrontCache:
         """Front ids of a template's nodes from its deepest fused node down."""
         got = self._by_tiler.get(id(search.tiler))
         if got is None:
-            got = [self._ids.setdefault(k, len(self._ids)) for k in search.front_keys()]
+            got = []
+            for k in search.front_keys():
+                if k not in self._ids:
+                    self._ids[k] = len(self._key_of)
+                    self._key_of.append(k)
+                got.append(self._ids[k])
             self._by_tiler[id(search.tiler)] = got
         return got
+
+    def kept(self, front_id: int, tiler) -> Front | None:
+        """The front ``front_id`` as an earlier table built it, if the store has it."""
+        return None if self.store is None else self.store.get(self._key_of[front_id], tiler)
+
+    def keep(self, front_id: int, tiler, front: Front) -> None:
+        """Offer a front just built to the store (for the next table of its kind)."""
+        if self.store is not None:
+            self.store.put(self._key_of[front_id], tiler, front)
 
     def done(self, i: int) -> None:
         """Template ``i`` needs no front any more."""

@@ -17,6 +17,7 @@ from .plan import FusionPlan
 from .pmappings import PmappingTable, generate_pmappings
 from .signature import einsum_signature, tensor_renaming, variable_renaming
 from .space import config_from_spec
+from .suffix import FrontStore
 from .workers import give_back_memory, quiet_worker_restarts
 
 if TYPE_CHECKING:
@@ -63,28 +64,32 @@ def generate_tables(
     if deferred is not None:
         deferred.config = config
         deferred.groups = {names[0]: names for names in groups.values()}
-    if jobs > 1 and len(unique) > 1:
+    # Einsums equal up to names but for what the plan lets them fuse or host (Q, K, V)
+    # are generated one after another in one process: later ones reuse the fronts.
+    kinds: dict[tuple, list[str]] = {}
+    for n in unique:
+        kinds.setdefault(einsum_signature(wl.einsum(n), wl, arch), []).append(n)
+    # Largest first (a cheap estimate), so workers end together.
+    jobs_in_order = sorted(kinds.values(), key=lambda names: _work(wl, names), reverse=True)
+    if jobs > 1 and len(jobs_in_order) > 1:
         from joblib import Parallel, delayed
 
-        # Largest first (a cheap estimate), so workers end together.
-        order = sorted(unique, key=lambda n: _work(wl, n), reverse=True)
         with quiet_worker_restarts():
             done = Parallel(n_jobs=jobs, return_as="generator", batch_size=1)(
-                delayed(_generate_one)(spec, n, gen_objective, config, limits.current(), defer)
-                for n in order
+                delayed(_generate_kind)(spec, names, gen_objective, config, limits.current(), defer)
+                for names in jobs_in_order
             )
-            for k, table in enumerate(done):
+            for kind in done:
+                for table in kind:
+                    made[table.einsum] = table
+                    if progress:
+                        progress("pmappings", len(made), len(unique))
+    else:
+        for names in jobs_in_order:
+            for table in _generate_kind(spec, names, gen_objective, config, None, defer, wl, arch):
                 made[table.einsum] = table
                 if progress:
-                    progress("pmappings", k + 1, len(unique))
-    else:
-        for k, n in enumerate(unique):
-            made[n] = generate_pmappings(
-                spec, n, objective=gen_objective, config=config, workload=wl, arch=arch,
-                only=_unmarked if defer else None, with_floors=defer,
-            )  # fmt: skip
-            if progress:
-                progress("pmappings", k + 1, len(unique))
+                    progress("pmappings", len(made), len(unique))
     if deferred is not None:
         for n in unique:
             deferred.add(n, made[n])
@@ -105,26 +110,50 @@ def generate_tables(
     return {e.name: tables[e.name] for e in wl.einsums}
 
 
-def _work(wl: WorkloadInfo, einsum: str) -> tuple[int, int]:
-    """A cheap estimate of an Einsum's pmapping search, to give workers the largest
-    first: its rank variables times its tensors, then its operations."""
-    info = wl.einsum(einsum)
-    return (len(info.rank_variables) * len(info.tensors), int(info.operations))
+def _work(wl: WorkloadInfo, einsums: list[str]) -> tuple[int, int]:
+    """A cheap estimate of the pmapping searches of ``einsums``, to give workers the
+    largest first: rank variables times tensors, then operations (summed)."""
+    infos = [wl.einsum(n) for n in einsums]
+    return (
+        sum(len(i.rank_variables) * len(i.tensors) for i in infos),
+        sum(int(i.operations) for i in infos),
+    )
 
 
-def _generate_one(
-    spec: Spec, einsum: str, objective: str, config, limits_in_force: limits.Limits, defer: bool
-) -> PmappingTable:
-    """In a worker process: the caller's limits (``--limit``), a fresh expression budget."""
-    limits.configure(**dataclasses.asdict(limits_in_force))
-    limits.reset_budget()
+def _generate_kind(
+    spec: Spec,
+    einsums: list[str],
+    objective: str,
+    config,
+    limits_in_force: limits.Limits | None,
+    defer: bool,
+    wl: WorkloadInfo | None = None,
+    arch: ArchEvaluator | None = None,
+) -> list[PmappingTable]:
+    """The tables of Einsums equal up to names (one after another, sharing the fronts
+    of their suffix searches). In a worker process (``limits_in_force`` given): the
+    caller's limits (``--limit``), a fresh expression budget."""
+    if limits_in_force is not None:
+        limits.configure(**dataclasses.asdict(limits_in_force))
+        limits.reset_budget()
+    only = _unmarked if defer else None
+    store = FrontStore() if len(einsums) > 1 else None
+    out = []
     try:
-        only = _unmarked if defer else None
-        return generate_pmappings(
-            spec, einsum, objective=objective, config=config, only=only, with_floors=defer
-        )
+        for k, einsum in enumerate(einsums):
+            if store is not None:
+                store.frozen = k == len(einsums) - 1
+            out.append(
+                generate_pmappings(
+                    spec, einsum, objective=objective, config=config, workload=wl, arch=arch,
+                    only=only, with_floors=defer, fronts=store,
+                )
+            )  # fmt: skip
+        return out
     finally:
-        give_back_memory()
+        del store
+        if limits_in_force is not None:
+            give_back_memory()
 
 
 def _unmarked(index: int, template) -> bool:

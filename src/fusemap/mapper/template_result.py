@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from .space import Template
+from .space import Holder, Template
 
 
 @dataclass
@@ -70,3 +70,16 @@ class TemplateResult:
             r = int(self.stage_parents[j - 1][r])
             out[j - 1] = (self.stage_sizes[j - 1][r], mid)
         return out
+
+
+def renamed_result(result: TemplateResult, einsum: str, tensors: dict[str, str]) -> TemplateResult:
+    """The result of the same template of an Einsum equal up to tensor names (rank
+    variables and fused prefixes as they are: the caller checks they agree)."""
+    t = result.template
+    holders = tuple(
+        h if h.virtual else Holder(tensors[h.tensor], h.component, h.level, h.backing)
+        for h in t.holders
+    )
+    relevance = {tensors[k]: dict(d) for k, d in result.relevance.items()}
+    template = replace(t, einsum=einsum, holders=holders)
+    return replace(result, template=template, relevance=relevance)
