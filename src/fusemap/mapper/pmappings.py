@@ -35,7 +35,7 @@ from .space import (
     top_memory,
 )
 from .suffix import FrontStore
-from .template_result import TemplateResult
+from .template_result import TemplateResult, renamed_result
 from .tiling import TemplateTiler
 
 OBJECTIVES = ("energy", "latency", "edp")
@@ -141,35 +141,14 @@ class PmappingTable:
     ) -> PmappingTable:
         """The same table for an identical Einsum with other tensor (and rank variable)
         names."""
-        from .space import Holder, SpatialLoop
-
         var = variables or {}
-
-        def v(name: str) -> str:
-            return var.get(name, name)
-
         interner = self.fusion.interner if self.fusion is not None else None
 
         def rename(r: TemplateResult) -> TemplateResult:
-            t = r.template
-            holders = tuple(
-                h if h.virtual else Holder(tensors[h.tensor], h.component, h.level, h.backing)
-                for h in t.holders
-            )
-            spatial = tuple(
-                SpatialLoop(s.component, s.dimension, s.level, v(s.var), s.trips, s.slot)
-                for s in t.spatial
-            )
-            blocked = frozenset((g, v(x)) for g, x in t.blocked)
-            tmpl = replace(t, einsum=einsum, holders=holders, spatial=spatial, blocked=blocked)
-            rel = {
-                tensors[k]: {v(x): kind for x, kind in d.items()} for k, d in r.relevance.items()
-            }
-            seq = r.seq
-            if seq is not None and interner is not None:
-                seq = _renamed_seq(interner, seq, tensors, var)
-            variables = [v(x) for x in r.variables]
-            return replace(r, template=tmpl, relevance=rel, seq=seq, variables=variables)
+            out = renamed_result(r, einsum, tensors, var)
+            if r.seq is not None and interner is not None:
+                out.seq = _renamed_seq(interner, r.seq, tensors, var)
+            return out
 
         fusion = self.fusion
         if fusion is not None:

@@ -161,10 +161,7 @@ class SuffixSearch:
         place = {name: k for k, name in enumerate(x.info.tensors)}
         return (
             t.compute,
-            tuple(
-                (place.get(h.tensor, h.tensor), h.component, h.level, h.backing, h.virtual)
-                for h in t.holders[j:]
-            ),
+            _holders_by_place(t.holders[j:], place),
             tuple(  # what the nodes cost depends on the template above them too
                 (
                     node.position - j,
@@ -362,7 +359,7 @@ class FrontStore:
         self.alone_hits = 0
 
     def key(self, front_key: tuple, tiler) -> tuple:
-        return (self.context, front_key, tuple(sorted(tiler.capacity.items())))
+        return (self.context, front_key, _room(tiler))
 
     def get(self, front_key: tuple, tiler) -> Front | None:
         got = self.fronts.get(self.key(front_key, tiler))
@@ -379,12 +376,9 @@ class FrontStore:
     def _alone_key(self, tiler) -> tuple:
         t = tiler.t
         place = {name: k for k, name in enumerate(tiler.info.tensors)}
-        holders = tuple(
-            (place.get(h.tensor, h.tensor), h.component, h.level, h.backing, h.virtual)
-            for h in t.holders
-        )
+        holders = _holders_by_place(t.holders, place)
         shape = (t.compute, t.compute_level, holders, t.spatial, tuple(sorted(t.blocked)))
-        return (self.context, shape, tuple(sorted(tiler.capacity.items())))
+        return (self.context, shape, _room(tiler))
 
     def result(self, tiler) -> TemplateResult | None:
         """What an earlier table's search found for this template that fuses nothing and
@@ -394,9 +388,8 @@ class FrontStore:
             return None
         self.alone_hits += 1
         result, names = got
-        return renamed_result(
-            result, tiler.t.einsum, dict(zip(names, tiler.info.tensors, strict=True))
-        )
+        tensors = dict(zip(names, tiler.info.tensors, strict=True))
+        return renamed_result(result, tiler.t.einsum, tensors, {})
 
     def put_result(self, tiler, result: TemplateResult) -> None:
         """Offer the result of a template that fuses nothing and holds nothing. Its rows
@@ -409,6 +402,19 @@ class FrontStore:
         if self.used + size <= self.budget:
             self.alone[self._alone_key(tiler)] = (result, tuple(tiler.info.tensors))
             self.used += size
+
+
+def _holders_by_place(holders, place: dict[str, int]) -> tuple:
+    """Storage nodes with their tensors named by place in the Einsum (virtual holders
+    keep their marker names): equal for Einsums equal up to names."""
+    return tuple(
+        (place.get(h.tensor, h.tensor), h.component, h.level, h.backing, h.virtual) for h in holders
+    )
+
+
+def _room(tiler) -> tuple:
+    """What each memory leaves a tiler's template (its size less what is held)."""
+    return tuple(sorted(tiler.capacity.items()))
 
 
 FRONT_STORE_BYTES = 1 << 30

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from .space import Holder, Template
+from .space import Holder, SpatialLoop, Template
 
 
 @dataclass
@@ -72,14 +72,27 @@ class TemplateResult:
         return out
 
 
-def renamed_result(result: TemplateResult, einsum: str, tensors: dict[str, str]) -> TemplateResult:
-    """The result of the same template of an Einsum equal up to tensor names (rank
-    variables and fused prefixes as they are: the caller checks they agree)."""
+def renamed_result(
+    result: TemplateResult, einsum: str, tensors: dict[str, str], variables: dict[str, str]
+) -> TemplateResult:
+    """The result of the same template of an Einsum equal up to tensor (and rank
+    variable) names; the fused prefixes ``seq`` as they are (the caller renames them)."""
+
+    def v(name: str) -> str:
+        return variables.get(name, name)
+
     t = result.template
     holders = tuple(
         h if h.virtual else Holder(tensors[h.tensor], h.component, h.level, h.backing)
         for h in t.holders
     )
-    relevance = {tensors[k]: dict(d) for k, d in result.relevance.items()}
-    template = replace(t, einsum=einsum, holders=holders)
-    return replace(result, template=template, relevance=relevance)
+    spatial = tuple(
+        SpatialLoop(s.component, s.dimension, s.level, v(s.var), s.trips, s.slot) for s in t.spatial
+    )
+    blocked = frozenset((g, v(x)) for g, x in t.blocked)
+    template = replace(t, einsum=einsum, holders=holders, spatial=spatial, blocked=blocked)
+    relevance = {
+        tensors[k]: {v(x): kind for x, kind in d.items()} for k, d in result.relevance.items()
+    }
+    names = [v(x) for x in result.variables]
+    return replace(result, template=template, relevance=relevance, variables=names)
