@@ -107,6 +107,30 @@ def test_fronts_are_dropped_after_their_last_template(seed, tmp_path, monkeypatc
     assert any(c.fronts for c in caches[first:])
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_fronts_shared_between_templates_are_the_ones_each_would_build(seed, tmp_path, monkeypatch):
+    """Templates share a front when its key (:meth:`SuffixSearch._key`) is equal. With
+    every template building its own fronts instead, the pmappings are the same; and the
+    sharing really happens (fewer fronts built)."""
+    spec = _spec(seed, tmp_path)
+    built = []
+    real_build = suffix.SuffixSearch._build
+    monkeypatch.setattr(
+        suffix.SuffixSearch, "_build", lambda self, j: built.append(1) or real_build(self, j)
+    )
+    objective = "all" if seed % 2 else "energy"
+    shared = {n: _fronts(spec, n, objective, seed < 2) for n in ("E0", "E1", "E2")}
+    shared_builds = len(built)
+    real_key = suffix.SuffixSearch._key
+    monkeypatch.setattr(
+        suffix.SuffixSearch, "_key", lambda self, j: (id(self.tiler), real_key(self, j))
+    )
+    built.clear()
+    alone = {n: _fronts(spec, n, objective, seed < 2) for n in ("E0", "E1", "E2")}
+    assert alone == shared
+    assert shared_builds < len(built)
+
+
 @pytest.mark.parametrize("seed", range(6, 12))
 def test_branch_and_bound_keeps_the_unfused_optimum(seed, tmp_path, monkeypatch):
     """Templates that fuse nothing are searched with an energy ceiling (the best one

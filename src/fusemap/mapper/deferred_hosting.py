@@ -153,7 +153,9 @@ def merge_tables(a: PmappingTable, b: PmappingTable) -> PmappingTable:
         return b
     fa, fb = a.fusion, b.fusion
     assert fa is not None and fb is not None
-    ids = np.array([fa.interner.intern(p) for p in fb.interner.prefixes], dtype=np.int64)
+    ids = np.zeros(len(fb.interner.prefixes), dtype=np.int64)
+    for k in np.unique(fb.seq).tolist():  # only the prefixes ``b``'s rows still have
+        ids[k] = fa.interner.intern(fb.interner.prefixes[k])
     memories = sorted(set(fa.buckets) | set(fb.buckets))
     width = {m: max(f.buckets[m].shape[1] for f in (fa, fb) if m in f.buckets) for m in memories}
 

@@ -186,34 +186,21 @@ def _pieces(j, order, table, workload, arch, accessors, memories, allowed=None) 
     levels = _copy_levels(table, multi)  # (tensors, rows)
     seqs, first, inverse = np.unique(fusion.seq, return_index=True, return_inverse=True)
     inverse = inverse.ravel()
+    rows = np.arange(len(inverse)) if allowed is None else np.flatnonzero(allowed)
+    if len(rows) == 0:
+        return []
     bits_of: dict[tuple, float] = {}  # fused tile bits by tensor, memory and tile shape
-    meta: list[tuple] = []  # per fused prefix: its place in the order
-    for seq in seqs.tolist():
-        compat = {
-            c.tensor: c for c in fusion.interner.compatibility(seq, fusion.shared, fusion.top)
-        }
-        fused = {t: c for t, c in compat.items() if c.backing != fusion.top[t]}
-        b_prev = max((c.depth for t, c in fused.items() if accessors[t][0] < j), default=0)
-        b_next = max((c.depth for t, c in fused.items() if accessors[t][-1] > j), default=0)
-        adds = []
-        for t, c in fused.items():
-            users = accessors[t]
-            # b_prev over *all* fused tensors: a tile the previous Einsum already holds
-            # open under loop depth + 1 is not reserved again.
-            if c.backing in memories and (users[0] == j or b_prev < c.depth + 1):
-                # A fused tile is reserved once per run of users sharing the loop below it.
-                tile = (t, c.backing, tuple(sorted(dict(c.loops).items())))  # innermost
-                if tile not in bits_of:
-                    bits_of[tile] = _backing_bits(info, t, c, table, arch, workload)
-                adds.append((c.backing, c.depth + 1, bits_of[tile]))
-        tokens = fusion.interner.prefixes[seq]
-        loops = tuple((t[1], t[2]) for t in tokens if t[0] == "loop")
-        mark = next((k for k, t in enumerate(tokens) if t[0] == "back" and t[1] == HOSTING), None)
-        hosting = None if mark is None else sum(t[0] == "loop" for t in tokens[:mark])
-        meta.append((compat, b_prev, b_next, loops, adds, hosting))
+    # Per fused prefix with a row to join (a capped join allows few): its place in the order.
+    meta = {
+        int(k): _prefix_place(j, int(seqs[k]), table, info, arch, workload, accessors,
+                              memories, bits_of)
+        for k in np.unique(inverse[rows]).tolist()
+    }  # fmt: skip
     # Rows whose own copies of tensors used elsewhere sit on different open levels join
     # differently: one piece per (prefix, pattern of those levels, deeper ones left out).
-    deepest = np.array([len(m[3]) for m in meta], dtype=np.int64)
+    deepest = np.zeros(len(seqs), dtype=np.int64)
+    for k, m in meta.items():
+        deepest[k] = len(m[3])
     row_deepest = deepest[inverse]
     pattern = np.where(levels <= row_deepest, levels, 0)  # (tensors, rows)
     radix = int(levels.max()) + 1 if levels.size else 1
@@ -221,9 +208,6 @@ def _pieces(j, order, table, workload, arch, accessors, memories, allowed=None) 
     rank = np.empty(len(seqs), dtype=np.int64)  # prefixes in order of their first row
     rank[np.argsort(first, kind="stable")] = np.arange(len(seqs))
     key = rank[inverse] * radix ** len(multi) + weights @ pattern
-    rows = np.arange(len(inverse)) if allowed is None else np.flatnonzero(allowed)
-    if len(rows) == 0:
-        return []
     rows = rows[np.argsort(key[rows], kind="stable")]  # each piece's rows stay in order
     starts = np.flatnonzero(np.diff(key[rows], prepend=-1))
     out = []
@@ -233,6 +217,32 @@ def _pieces(j, order, table, workload, arch, accessors, memories, allowed=None) 
         exposed = {t: e for t, e in zip(multi, pat, strict=True) if e > 0}
         out.append(_Piece(idx, compat, b_prev, b_next, loops, adds, exposed, hosting))
     return out
+
+
+def _prefix_place(j, seq, table, info, arch, workload, accessors, memories, bits_of) -> tuple:
+    """One fused prefix's compatibility and place in the order: (compat, b_prev, b_next,
+    loops, fused backing reservations, loops above its hosting mark or None)."""
+    fusion = table.fusion
+    compat = {c.tensor: c for c in fusion.interner.compatibility(seq, fusion.shared, fusion.top)}
+    fused = {t: c for t, c in compat.items() if c.backing != fusion.top[t]}
+    b_prev = max((c.depth for t, c in fused.items() if accessors[t][0] < j), default=0)
+    b_next = max((c.depth for t, c in fused.items() if accessors[t][-1] > j), default=0)
+    adds = []
+    for t, c in fused.items():
+        users = accessors[t]
+        # b_prev over *all* fused tensors: a tile the previous Einsum already holds
+        # open under loop depth + 1 is not reserved again.
+        if c.backing in memories and (users[0] == j or b_prev < c.depth + 1):
+            # A fused tile is reserved once per run of users sharing the loop below it.
+            tile = (t, c.backing, tuple(sorted(dict(c.loops).items())))  # innermost
+            if tile not in bits_of:
+                bits_of[tile] = _backing_bits(info, t, c, table, arch, workload)
+            adds.append((c.backing, c.depth + 1, bits_of[tile]))
+    tokens = fusion.interner.prefixes[seq]
+    loops = tuple((t[1], t[2]) for t in tokens if t[0] == "loop")
+    mark = next((k for k, t in enumerate(tokens) if t[0] == "back" and t[1] == HOSTING), None)
+    hosting = None if mark is None else sum(t[0] == "loop" for t in tokens[:mark])
+    return compat, b_prev, b_next, loops, adds, hosting
 
 
 def _copy_levels(table: PmappingTable, tensors: list[str]) -> np.ndarray:

@@ -82,9 +82,9 @@ class SuffixSearch:
         if key not in cache.axes:  # the same for every template of the Einsum
             cache.axes[key] = _axes(tiler)
         self.strides, self.radix, self.sources, self.shapes, self.head = cache.axes[key]
-        self.ids = cache.ids_of(self)  # front ids of nodes p_max..n (keys interned)
         self.tables = cache.tables
         self.depth_cols = {int(k) for cols in tiler.depth_cols.values() for k in cols}
+        self.ids = cache.ids_of(self)  # front ids of nodes p_max..n (keys interned)
         self._cols: dict[int, list[int]] = {}
         self.evaluated = 0
 
@@ -184,7 +184,8 @@ class SuffixSearch:
             tuple(sorted((b[0] - j, *b[1:]) for b in t.blocked if b[0] >= j)),
             tuple(sorted(x.res_cols)),
             tuple(sorted(x.depth_cols)),
-            tuple(x.pareto_cols),
+            # The per-depth columns never reach a front (see _compared).
+            tuple(k for k in x.pareto_cols if k not in self.depth_cols),
             tuple(x.layout.names),
             tuple(x.imperfect),
             j == x.p_max,
