@@ -109,7 +109,7 @@ def test_fronts_are_dropped_after_their_last_template(seed, tmp_path, monkeypatc
 
 @pytest.mark.parametrize("seed", range(4))
 def test_fronts_shared_between_templates_are_the_ones_each_would_build(seed, tmp_path, monkeypatch):
-    """Templates share a front when its key (:meth:`SuffixSearch._key`) is equal. With
+    """Templates share a front when its key (:meth:`SuffixSearch.front_keys`) is equal. With
     every template building its own fronts instead, the pmappings are the same; and the
     sharing really happens (fewer fronts built)."""
     spec = _spec(seed, tmp_path)
@@ -121,9 +121,11 @@ def test_fronts_shared_between_templates_are_the_ones_each_would_build(seed, tmp
     objective = "all" if seed % 2 else "energy"
     shared = {n: _fronts(spec, n, objective, seed < 2) for n in ("E0", "E1", "E2")}
     shared_builds = len(built)
-    real_key = suffix.SuffixSearch._key
+    real_keys = suffix.SuffixSearch.front_keys
     monkeypatch.setattr(
-        suffix.SuffixSearch, "_key", lambda self, j: (id(self.tiler), real_key(self, j))
+        suffix.SuffixSearch,
+        "front_keys",
+        lambda self: [(id(self.tiler), k) for k in real_keys(self)],
     )
     built.clear()
     alone = {n: _fronts(spec, n, objective, seed < 2) for n in ("E0", "E1", "E2")}

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -84,6 +84,8 @@ class SuffixSearch:
         self.strides, self.radix, self.sources, self.shapes, self.head = cache.axes[key]
         self.tables = cache.tables
         self.depth_cols = {int(k) for cols in tiler.depth_cols.values() for k in cols}
+        self._first: dict[str, int] | None = None  # see _complete
+        self._own: list[str] = []
         self.ids = cache.ids_of(self)  # front ids of nodes p_max..n (keys interned)
         self._cols: dict[int, list[int]] = {}
         self.evaluated = 0
@@ -149,46 +151,44 @@ class SuffixSearch:
 
     def front_keys(self) -> list[tuple]:
         """The fronts :meth:`meet` builds or reuses (fused node to compute leaf)."""
-        return [self._key(j) for j in range(self.tiler.p_max, self.n + 1)]
-
-    def _key(self, j: int) -> tuple:
-        """What the fronts of node ``j`` depend on. Positions are counted from ``j``: a
-        template with one more (virtual) holder above shares its fronts. Tensors are
-        named by their place in the Einsum, so Einsums equal up to names (Q, K and V)
-        can share fronts (:class:`FrontStore`)."""
         x = self.tiler
-        t = x.t
         place = {name: k for k, name in enumerate(x.info.tensors)}
-        return (
-            t.compute,
-            _holders_by_place(t.holders[j:], place),
-            tuple(  # what the nodes cost depends on the template above them too
-                (
-                    node.position - j,
-                    tuple(
-                        (
-                            u.component,
-                            u.action,
-                            place.get(u.tensor),
-                            u.basis,
-                            u.total,
-                            u.per_instance,
-                        )
-                        for u in node.terms
-                    ),
-                )
-                for node in x.nodes
-                if node.position >= j
-            ),
-            tuple(replace(s, slot=s.slot - j) for s in t.spatial if s.slot > j),
-            tuple(sorted((b[0] - j, *b[1:]) for b in t.blocked if b[0] >= j)),
+        costs = [  # what the nodes cost depends on the template above them too
+            (
+                node.position,
+                tuple(
+                    (u.component, u.action, place.get(u.tensor), u.basis, u.total, u.per_instance)
+                    for u in node.terms
+                ),
+            )
+            for node in x.nodes
+            if node.position >= x.p_max
+        ]
+        spatial = [(s.component, s.dimension, s.level, s.var, s.trips, s.slot) for s in x.t.spatial]
+        common = (
             tuple(sorted(x.res_cols)),
             tuple(sorted(x.depth_cols)),
             # The per-depth columns never reach a front (see _compared).
             tuple(k for k in x.pareto_cols if k not in self.depth_cols),
             tuple(x.layout.names),
             tuple(x.imperfect),
-            j == x.p_max,
+        )
+        return [self._key(j, place, costs, spatial, common) for j in range(x.p_max, self.n + 1)]
+
+    def _key(self, j: int, place, costs, spatial, common) -> tuple:
+        """What the fronts of node ``j`` depend on. Positions are counted from ``j``: a
+        template with one more (virtual) holder above shares its fronts. Tensors are
+        named by their place in the Einsum, so Einsums equal up to names (Q, K and V)
+        can share fronts (:class:`FrontStore`)."""
+        t = self.tiler.t
+        return (
+            t.compute,
+            _holders_by_place(t.holders[j:], place),
+            tuple((p - j, terms) for p, terms in costs if p >= j),
+            tuple((*s[:5], s[5] - j) for s in spatial if s[5] > j),
+            tuple(sorted((b[0] - j, *b[1:]) for b in t.blocked if b[0] >= j)),
+            common,
+            j == self.tiler.p_max,
             self._complete(j),
         )
 
@@ -207,8 +207,12 @@ class SuffixSearch:
         no other Einsum: a front checks their capacity itself, so it need not keep the
         amount reserved as a criterion."""
         x = self.tiler
-        above = {h.component for h in x.t.holders[:j]}
-        return tuple(sorted(c for c in x.res_cols if c not in x.depth_cols and c not in above))
+        if self._first is None:  # each memory's first storage node
+            self._first = {}
+            for p, h in enumerate(x.t.holders):
+                self._first.setdefault(h.component, p)
+            self._own = sorted(c for c in x.res_cols if c not in x.depth_cols)
+        return tuple(c for c in self._own if self._first.get(c, j) >= j)
 
     def _build(self, j: int) -> Front:
         x = self.tiler

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import cache
 
 import numpy as np
 
@@ -71,7 +72,7 @@ def node_terms(
         if memo is not None and key in memo:
             out += memo[key]
             continue
-        nodes = _tensor_terms(template, info, flat, t, list(chain), list(comps))
+        nodes = _tensor_terms(template, info, flat, t, list(chain), list(comps), memo)
         if memo is not None:
             memo[key] = nodes
         out += nodes
@@ -79,56 +80,57 @@ def node_terms(
 
 
 def _tensor_terms(
-    template: Template, info: EinsumInfo, flat: FlatArch, t: str, chain: list, comps: list
+    template: Template,
+    info: EinsumInfo,
+    flat: FlatArch,
+    t: str,
+    chain: list,
+    comps: list,
+    memo: dict | None,
 ) -> list[NodeTerms]:
-    may_reuse = {(c.name, d.name): d.may_reuse for c in flat for d in c.spatial}
-    skip = {c.name: c.skip_initial_output_write for c in flat}
-    level = {c.name: i for i, c in enumerate(flat.path)}
+    may_reuse, skip, level = _arch_facts(flat, template.compute, memo)
     out: list[NodeTerms] = []
     is_output = t in info.outputs
     copy_output = info.is_copy and is_output
+    relevance = {s.var: info.relevance(t, s.var) for s in template.spatial}
 
-    def above(k: int, loops=template.spatial, chain=chain) -> list[SpatialLoop]:
-        return [s for s in loops if s.slot <= chain[k]]
-
-    def multicast(k: int, chain=chain, t=t) -> list[SpatialLoop]:
+    def multicast_of(k: int) -> list[SpatialLoop]:
         if k == 0:
             return []
         return [
             s
             for s in template.spatial
             if chain[k - 1] < s.slot <= chain[k]
-            and info.relevance(t, s.var) == "irrelevant"
+            and relevance[s.var] == "irrelevant"
             and t in may_reuse.get((s.component, s.dimension), frozenset())
         ]
 
-    def mode(component: str) -> list[SpatialLoop]:
-        return [s for s in template.spatial if s.level <= level[component]]
+    multicast = [multicast_of(k) for k in range(len(chain))]
 
-    def coefficients(k: int, m: list[SpatialLoop], t=t) -> tuple[float, float, float]:
+    def mode(component: str) -> tuple[SpatialLoop, ...]:
+        return tuple(s for s in template.spatial if s.level <= level[component])
+
+    @cache
+    def coefficients(k: int, m: tuple[SpatialLoop, ...]) -> tuple[float, float, float]:
         """(amount / fill, first / first-basis, ratio) of chain holder k in mode m."""
         if k == 0:
             return 0.0, 0.0, 1.0
-        ups = above(k)
+        ups = [s for s in template.spatial if s.slot <= chain[k]]
         in_mode = [s for s in ups if s in m]
         d = _product(in_mode)
-        mc = [s for s in multicast(k) if s not in m]
+        mc = [s for s in multicast[k] if s not in m]
         dm = d * _product(mc)
-        e = _product([s for s in in_mode if info.relevance(t, s.var) == "relevant"])
+        e = _product([s for s in in_mode if relevance[s.var] == "relevant"])
         up = 1.0
-        shared = list(multicast(k))
+        shared = list(multicast[k])
         for kk in range(1, k):
-            mk = [s for s in multicast(kk) if s not in m]
+            mk = [s for s in multicast[kk] if s not in m]
             up *= _product(mk)
-            shared += multicast(kk)
+            shared += multicast[kk]
         # Each instance of a spatial loop that does not index the tensor starts its own
         # partial sums (reductions count through ``up``).
         starts = _product(
-            [
-                s
-                for s in ups
-                if s not in m and s not in shared and info.relevance(t, s.var) != "relevant"
-            ]
+            [s for s in ups if s not in m and s not in shared and relevance[s.var] != "relevant"]
         )
         return 1.0 / dm, up * starts / e, dm / d
 
@@ -141,7 +143,7 @@ def _tensor_terms(
         for comp, role in ((comps[k], "own"), (parent, "parent")):
             if role == "own" and is_compute:
                 continue
-            tot = coefficients(k, [])
+            tot = coefficients(k, ())
             inst = coefficients(k, mode(comp))
             for action in ("read", "write"):
                 pair = []
@@ -164,6 +166,22 @@ def _tensor_terms(
                     node.terms.append(Term(comp, action, t, "first", -st, -si))
         out.append(node)
     return out
+
+
+def _arch_facts(flat: FlatArch, compute: str, memo: dict | None) -> tuple[dict, dict, dict]:
+    """Per (component, spatial dimension) the tensors it may multicast, per component
+    whether it skips initial output writes, and its level (once per compute unit: the
+    path ``flat`` is the Einsum's to ``compute``)."""
+    key = ("arch facts", compute)
+    got = None if memo is None else memo.get(key)
+    if got is None:
+        may_reuse = {(c.name, d.name): d.may_reuse for c in flat for d in c.spatial}
+        skip = {c.name: c.skip_initial_output_write for c in flat}
+        level = {c.name: i for i, c in enumerate(flat.path)}
+        got = (may_reuse, skip, level)
+        if memo is not None:
+            memo[key] = got
+    return got
 
 
 # ---------------------------------------------------------------- vectorized bases

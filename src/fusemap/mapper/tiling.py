@@ -130,7 +130,9 @@ class TemplateTiler(NodeCosts):
             self.options.append(options)
             self.index_of.append(lookup)
         self.nodes = node_terms(template, info, flat, self.memo)
-        self.terms = {x: projection_terms(info, x) for x in info.tensors}
+        self.terms = self._memoized(
+            ("projections",), lambda: {x: projection_terms(info, x) for x in info.tensors}
+        )
         self.comp = {c.name: c for c in flat.path}
         # What this template may fill of each memory: its size, less what it hosts.
         self.capacity = {
@@ -146,9 +148,13 @@ class TemplateTiler(NodeCosts):
             if c.kind in ("memory", "toll"):
                 for a in c.actions:
                     self._latency_column(c, a)
-        self.leak = sum(
-            total_leak_power(flat, lv) * gated_fraction(flat, lv, self._used())
-            for lv in range(len(flat.path))
+        used = self._used()
+        self.leak = self._memoized(
+            ("leak", template.compute, tuple(sorted(used.items()))),
+            lambda: sum(
+                total_leak_power(flat, lv) * gated_fraction(flat, lv, used)
+                for lv in range(len(flat.path))
+            ),
         )
         self.want_latency = want_latency or self.leak > 0
         # A template that fuses nothing, of an Einsum that hosts no other Einsum's tensor,
@@ -163,10 +169,9 @@ class TemplateTiler(NodeCosts):
         self.res_cols: dict[str, int] = {}
         whole: dict[str, float] = {}
         for h in (x for x in template.holders if not x.virtual):
-            full = {v: np.array([info.bounds[v]]) for v in self.vars}
-            bits = tile_values(projection_terms(info, h.tensor), full)[0]
+            values = self._memoized(("values", h.tensor), lambda t=h.tensor: self._whole(t))
             comp = self.comp[h.component]
-            whole[h.component] = whole.get(h.component, 0.0) + bits * comp.value_bits(
+            whole[h.component] = whole.get(h.component, 0.0) + values * comp.value_bits(
                 h.tensor, self.bits[h.tensor]
             )
         for h in (x for x in template.holders if not x.virtual):
@@ -213,6 +218,18 @@ class TemplateTiler(NodeCosts):
             for k, name in enumerate(self.layout.names)
             if (self.want_latency and name.startswith(("lat:", "calls:"))) or k in written
         ]
+
+    def _memoized(self, key: tuple, make):
+        """What ``make()`` gives, once per Einsum (``memo`` is shared by its tilers)."""
+        got = self.memo.get(key)
+        if got is None:
+            got = self.memo[key] = make()
+        return got
+
+    def _whole(self, tensor: str) -> float:
+        """Values of the whole tensor."""
+        full = {v: np.array([self.info.bounds[v]]) for v in self.vars}
+        return float(tile_values(projection_terms(self.info, tensor), full)[0])
 
     def _used(self) -> dict[tuple[str, str], int]:
         used: dict[tuple[str, str], int] = {}

@@ -75,6 +75,18 @@ class EinsumInfo:
 
     def relevance(self, tensor: str, rank_variable: str) -> str:
         """``relevant``, ``partial`` or ``irrelevant`` (see the counting rules, §2)."""
+        got = self._relevance.get((tensor, rank_variable))
+        return got if got is not None else self._relevance_of(tensor, rank_variable)
+
+    @cached_property
+    def _relevance(self) -> dict[tuple[str, str], str]:
+        """Every tensor's relevance to every rank variable (the mapper asks millions of
+        times)."""
+        return {
+            (t, v): self._relevance_of(t, v) for t in self.projections for v in self.rank_variables
+        }
+
+    def _relevance_of(self, tensor: str, rank_variable: str) -> str:
         kind = "irrelevant"
         for expr in self.projections[tensor].values():
             if rank_variable in expr.variables:
