@@ -62,27 +62,30 @@ class DeferredHosting:
     config: MapperConfig | None = None  # set by generate_tables (with the fusion plan)
     groups: dict[str, list[str]] = field(default_factory=dict)
     """Set by generate_tables: table's Einsum -> every Einsum using it (renamed)."""
-    pending: dict[str, list[tuple[float, tuple]]] = field(default_factory=dict)
-    """Per table: (floor, template key) of its marked templates not tiled, by floor."""
+    pending: dict[str, list[tuple[float, int]]] = field(default_factory=dict)
+    """Per table: (floor, place in ``left``) of its marked templates not tiled, by floor."""
+    left: dict[str, list[Template]] = field(default_factory=dict)
+    """Per table: the marked templates it left out, in the order they were made."""
 
     def add(self, einsum: str, table: PmappingTable) -> None:
         """Record the marked templates ``table`` left out, each with its unmarked
         template's floor."""
         floors = table.floors
-        todo = [(floors.get(unmarked_key(k), -math.inf), k) for k in table.skipped]
+        todo = [(floors.get(base_key(t), -math.inf), k) for k, t in enumerate(table.skipped)]
         if todo:
             self.pending[einsum] = sorted(todo, key=lambda x: x[0])
+            self.left[einsum] = table.skipped
 
     def extend(self, tables: dict[str, PmappingTable], cap: float, orders: list[list[str]]):
         """Tile, and add to ``tables``, the marked templates a join capped at ``cap``
         (energy) may use: all of them when ``cap`` is infinite. Returns the number of
         templates tiled."""
-        wanted: dict[str, set[tuple]] = {}
+        wanted: dict[str, list[Template]] = {}
         for base, todo in self.pending.items():
             allow = self._allowance(base, tables, cap, orders)
             take = [k for f, k in todo if f <= allow]
-            if take:
-                wanted[base] = set(take)
+            if take:  # in the order the templates were made (the table's row order)
+                wanted[base] = [self.left[base][k] for k in sorted(take)]
                 self.pending[base] = todo[len(take) :]
         if not wanted:
             return 0
@@ -106,7 +109,7 @@ class DeferredHosting:
                     out = max(out, bound.energy_allowance(j))
         return out
 
-    def _generate(self, wanted: dict[str, set[tuple]]) -> dict[str, PmappingTable]:
+    def _generate(self, wanted: dict[str, list[Template]]) -> dict[str, PmappingTable]:
         names = sorted(wanted)
         assert self.config is not None, "generate_tables sets the config"
         args = [(self.spec, n, self.config, wanted[n], limits.current()) for n in names]
@@ -123,16 +126,13 @@ class DeferredHosting:
 
 
 def _marked_in_worker(
-    spec: Spec, einsum: str, config: MapperConfig, keys: set[tuple], lim: limits.Limits
+    spec: Spec, einsum: str, config: MapperConfig, temps: list[Template], lim: limits.Limits
 ) -> PmappingTable:
-    """The pmappings of the templates ``keys`` (in a worker: the caller's limits)."""
+    """The pmappings of the templates ``temps`` (in a worker: the caller's limits)."""
     limits.configure(**dataclasses.asdict(lim))
     limits.reset_budget()
     try:
-        return generate_pmappings(
-            spec, einsum, objective="energy", config=config,
-            only=lambda i, t: template_key(t) in keys,
-        )  # fmt: skip
+        return generate_pmappings(spec, einsum, objective="energy", config=config, given=temps)
     finally:
         give_back_memory()
 

@@ -96,8 +96,8 @@ class PmappingTable:
     notes: list[str] = field(default_factory=list)  # what the search relaxed (min_usage)
     floors: dict[tuple, float] = field(default_factory=dict)
     """Per template (:func:`template_key`): a lower bound of its pmappings' energy."""
-    skipped: list[tuple] = field(default_factory=list)
-    """With floors: the keys of the templates ``only`` left out."""
+    skipped: list[Template] = field(default_factory=list)
+    """With floors: the templates ``only`` left out (in the order they were made)."""
 
     def __len__(self) -> int:
         return len(self.energy)
@@ -264,6 +264,7 @@ def generate_pmappings(
     only: Callable[[int, Template], bool] | None = None,
     with_floors: bool = False,
     fronts: FrontStore | None = None,
+    given: list[Template] | None = None,
 ) -> PmappingTable:
     """Tile every template of ``einsum`` and keep the Pareto-optimal pmappings.
 
@@ -275,6 +276,7 @@ def generate_pmappings(
     ``only(index, template)``: the templates to tile (default: all). ``with_floors``:
     also record each template's least energy (:attr:`PmappingTable.floors`).
     ``fronts``: bottom-up fronts kept from and for tables of Einsums equal up to names.
+    ``given``: these templates of the Einsum (some left out before), not all of them.
     """
     from ..spec.resolve import resolve_workload
 
@@ -286,7 +288,9 @@ def generate_pmappings(
     scale = workload.n_instances * info.n_instances
     bits = {t: workload.tensors[t].bits_per_value for t in info.tensors}
     shared, pinned = config.sharing(info, workload)
-    temps = templates(info, arch, config, shared=shared, pinned=pinned)
+    temps = (
+        given if given is not None else templates(info, arch, config, shared=shared, pinned=pinned)
+    )
     skipped: list[Template] = []
     if only is not None:
         chosen = [only(i, t) for i, t in enumerate(temps)]
@@ -366,7 +370,7 @@ def generate_pmappings(
         flat_of = lambda unit: arch.flat(info.name, unit)  # noqa: E731
         table = with_gap_orders(table, unbounded_holders(table.results, flat_of))
     table.floors = floors
-    table.skipped = [template_key(t) for t in skipped] if with_floors else []
+    table.skipped = skipped if with_floors else []
     stats.pareto = len(table)
     stats.seconds = time.perf_counter() - start
     stats.peak_mb = _peak_mb()
