@@ -139,3 +139,34 @@ def test_a_cap_that_finds_nothing_gives_way_to_the_next(objective, tmp_path, mon
     alone = map_workload(spec, objective)
     value = OBJECTIVE_VALUE[objective]
     assert value(capped.best.result) == pytest.approx(value(alone.best.result), rel=1e-12)
+
+
+@pytest.mark.parametrize("objective", ["energy", "edp"])
+@pytest.mark.parametrize("kib", [0.25, 0.5])
+def test_pieces_that_match_no_group_are_not_formed(objective, kib, tables_once, monkeypatch):
+    """The join forms pieces only of rows whose compatibility with earlier Einsums some
+    group has: the same mappings as forming every piece, and fewer pieces formed when
+    many rows are joined."""
+    from fusemap.mapper import join as join_module
+
+    spec = _spec(kib)
+    real = join_module._pieces
+    formed = {"matched": 0, "all": 0}
+
+    def counting(label, use_match):
+        def pieces(*args):
+            out = real(*args) if use_match else real(*args[:-1])
+            formed[label] += len(out)
+            return out
+
+        return pieces
+
+    monkeypatch.setattr(join_module, "_pieces", counting("matched", True))
+    matched = map_workload(spec, objective)
+    monkeypatch.setattr(join_module, "_pieces", counting("all", False))
+    every = map_workload(spec, objective)
+    assert matched.best.result.energy == every.best.result.energy
+    assert matched.best.result.latency == every.best.result.latency
+    assert matched.best.mapping == every.best.mapping
+    if objective == "edp":  # (the energy join is capped: its few rows all match here)
+        assert formed["matched"] < formed["all"]

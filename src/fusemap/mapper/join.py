@@ -128,14 +128,20 @@ def join(
     }  # fmt: skip
     for j, name in enumerate(order):
         allowed = bound.allowed(tables[name], j) if bound is not None else None
-        pieces = _pieces(j, order, tables[name], workload, arch, accessors, memories, allowed)
-        by_match: dict[tuple, list[_Piece]] = {}
         fusion = tables[name].fusion
         assert fusion is not None, "the join needs pmappings generated with fusion on"
         uses = set(workload.einsum(name).tensors)
         # Tensors exchanged with earlier Einsums that may be fused (the others are backed
         # in the top memory by every pmapping, so they are always compatible).
         earlier = sorted(t for t in fusion.shared if accessors[t][0] < j)
+        wanted = {
+            tuple(live[t] for t in earlier)
+            for live in ({c.tensor: c for c in key} for key, _, _ in groups)
+            if all(t in live for t in earlier)
+        }
+        pieces = _pieces(j, order, tables[name], workload, arch, accessors, memories, allowed,
+                         (earlier, wanted))  # fmt: skip
+        by_match: dict[tuple, list[_Piece]] = {}
         for p in pieces:
             by_match.setdefault(tuple(p.compat[t] for t in earlier), []).append(p)
         pairs: list[tuple[Group, _Piece]] = []
@@ -176,9 +182,12 @@ def join(
     return Joined(order, final.energy, final.latency, final.picks, stats)
 
 
-def _pieces(j, order, table, workload, arch, accessors, memories, allowed=None) -> list[_Piece]:
+def _pieces(
+    j, order, table, workload, arch, accessors, memories, allowed=None, match=None
+) -> list[_Piece]:
     """Group one table's rows by compatibility and work out their place in the order
-    (only the ``allowed`` rows, when given)."""
+    (only the ``allowed`` rows, when given; with ``match = (tensors, wanted)``, only the
+    rows whose compatibility on ``tensors`` is in ``wanted``: the others join no group)."""
     fusion = table.fusion
     assert fusion is not None, "the join needs pmappings generated with fusion on"
     info = workload.einsum(order[j])
@@ -189,12 +198,21 @@ def _pieces(j, order, table, workload, arch, accessors, memories, allowed=None) 
     rows = np.arange(len(inverse)) if allowed is None else np.flatnonzero(allowed)
     if len(rows) == 0:
         return []
+    needed = np.unique(inverse[rows])
+    if match is not None:
+        tensors, wanted = frozenset(match[0]), match[1]
+        compat = fusion.interner.compatibility
+        joins = [compat(int(seqs[k]), tensors, fusion.top) in wanted for k in needed.tolist()]
+        needed = needed[np.array(joins, dtype=bool)]
+        rows = rows[np.isin(inverse[rows], needed)]
+        if len(rows) == 0:
+            return []
     bits_of: dict[tuple, float] = {}  # fused tile bits by tensor, memory and tile shape
     # Per fused prefix with a row to join (a capped join allows few): its place in the order.
     meta = {
         int(k): _prefix_place(j, int(seqs[k]), table, info, arch, workload, accessors,
                               memories, bits_of)
-        for k in np.unique(inverse[rows]).tolist()
+        for k in needed.tolist()
     }  # fmt: skip
     # Rows whose own copies of tensors used elsewhere sit on different open levels join
     # differently: one piece per (prefix, pattern of those levels, deeper ones left out).
