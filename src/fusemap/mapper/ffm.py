@@ -142,6 +142,8 @@ def map_workload(
     stats.orders = len(order_list)
     notes = [line for info in wl.einsums for line in check_einsum(info, wl, arch)]
     plan = fusion_plan(wl, order_list)
+    if config.fused_loops_once and len(wl.einsums) > 1 and plan.fusable:
+        notes.append(ONE_LOOP_NOTE)
     deferred = None
     if DEFER_HOSTING and objective == "energy" and plan.host_loops:
         deferred = DeferredHosting(spec, wl, jobs)
@@ -211,6 +213,14 @@ def map_workload(
     stats.seconds["total"] = time.perf_counter() - start
     return MapOutcome(objective, mapped, stats, pass_bounds(spec, wl), notes)
 
+
+ONE_LOOP_NOTE = (
+    "fused prefixes have one loop per rank variable (mapper.fused_loops_once: true, the "
+    "default); splitting a shared rank over several fused loops is not searched and can "
+    "save energy (docs/ffm.md, 'Not done yet'): set it to false to search it (slower, "
+    "more memory)"
+)
+"""Said on every fused mapping: the space searched by default is not the whole one."""
 
 DEFER_HOSTING = True
 """Energy objective: tile hosting templates only when a capped join may need them
