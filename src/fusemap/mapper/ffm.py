@@ -215,10 +215,9 @@ def map_workload(
 
 
 ONE_LOOP_NOTE = (
-    "fused prefixes have one loop per rank variable (mapper.fused_loops_once: true, the "
-    "default); splitting a shared rank over several fused loops is not searched and can "
-    "save energy (docs/ffm.md, 'Not done yet'): set it to false to search it (slower, "
-    "more memory)"
+    "searched one fused loop per rank variable (mapper.fused_loops_once: true, the default); "
+    "splitting a shared rank over several fused loops can save energy: false searches it "
+    "(slower; docs/ffm.md)"
 )
 """Said on every fused mapping: the space searched by default is not the whole one."""
 
