@@ -168,20 +168,29 @@ def _tensor_terms(
     return out
 
 
+def memoized(memo: dict | None, key: tuple, make):
+    """``make()``, once per ``memo`` (one per Einsum, shared by its templates)."""
+    if memo is None:
+        return make()
+    got = memo.get(key)
+    if got is None:
+        got = memo[key] = make()
+    return got
+
+
 def _arch_facts(flat: FlatArch, compute: str, memo: dict | None) -> tuple[dict, dict, dict]:
     """Per (component, spatial dimension) the tensors it may multicast, per component
     whether it skips initial output writes, and its level (once per compute unit: the
     path ``flat`` is the Einsum's to ``compute``)."""
-    key = ("arch facts", compute)
-    got = None if memo is None else memo.get(key)
-    if got is None:
-        may_reuse = {(c.name, d.name): d.may_reuse for c in flat for d in c.spatial}
-        skip = {c.name: c.skip_initial_output_write for c in flat}
-        level = {c.name: i for i, c in enumerate(flat.path)}
-        got = (may_reuse, skip, level)
-        if memo is not None:
-            memo[key] = got
-    return got
+    return memoized(
+        memo,
+        ("arch facts", compute),
+        lambda: (
+            {(c.name, d.name): d.may_reuse for c in flat for d in c.spatial},
+            {c.name: c.skip_initial_output_write for c in flat},
+            {c.name: i for i, c in enumerate(flat.path)},
+        ),
+    )
 
 
 # ---------------------------------------------------------------- vectorized bases

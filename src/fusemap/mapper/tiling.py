@@ -25,7 +25,7 @@ from .prefix import PrefixInterner
 from .space import ROOT, MapperConfig, Template, candidate_sizes, next_sizes
 from .stage import Layout, Stage
 from .template_result import TemplateResult
-from .terms import node_terms, reservation_sizes, tile_values
+from .terms import memoized, node_terms, reservation_sizes, tile_values
 from .tile_costs import NodeCosts
 from .tile_latency import finish_template
 
@@ -221,10 +221,7 @@ class TemplateTiler(NodeCosts):
 
     def _memoized(self, key: tuple, make):
         """What ``make()`` gives, once per Einsum (``memo`` is shared by its tilers)."""
-        got = self.memo.get(key)
-        if got is None:
-            got = self.memo[key] = make()
-        return got
+        return memoized(self.memo, key, make)
 
     def _whole(self, tensor: str) -> float:
         """Values of the whole tensor."""
