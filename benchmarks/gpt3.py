@@ -50,6 +50,7 @@ def main() -> None:
     print(f"pmappings per Einsum {st.pmappings}; groups per join step {st.groups}")
     print(f"joins capped at {st.caps} (None: unbounded); rows joined per step {st.joined}")
     print(f"hosting templates tiled before each join {st.hosting_templates}")
+    print(f"several fused loops per variable: {st.full_space}")
     print("pmapping CPU seconds per table "
           + ", ".join(f"{k} {v:.1f}" for k, v in st.pmapping_seconds.items()))  # fmt: skip
 

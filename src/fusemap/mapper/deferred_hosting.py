@@ -93,7 +93,9 @@ class DeferredHosting:
         for base, extra in made.items():
             merged = merge_tables(tables[base], extra)
             for name in self.groups[base]:
-                tables[name] = merged if name == base else _renamed(merged, base, name, self.wl)
+                tables[name] = (
+                    merged if name == base else renamed_table(merged, base, name, self.wl)
+                )
         return sum(len(w) for w in wanted.values())
 
     def _allowance(self, base: str, tables, cap: float, orders) -> float:
@@ -137,7 +139,8 @@ def _marked_in_worker(
         give_back_memory()
 
 
-def _renamed(table: PmappingTable, base: str, name: str, wl: WorkloadInfo) -> PmappingTable:
+def renamed_table(table: PmappingTable, base: str, name: str, wl: WorkloadInfo) -> PmappingTable:
+    """``table`` (of ``base``) as the table of ``name``, an Einsum equal up to names."""
     from .signature import tensor_renaming, variable_renaming
 
     a, b = wl.einsum(base), wl.einsum(name)

@@ -21,11 +21,12 @@ from .assemble import assemble
 from .deferred_hosting import DeferredHosting
 from .dependencies import FusionRules
 from .feasibility import check_einsum
+from .full_space import FullSpaceCheck, check_full_space
 from .join import Bound, Joined, join
 from .plan import fusion_plan
 from .prefix import Compatibility
 from .space import check_bounds, config_from_spec, join_memories, top_memory
-from .tables import generate_tables
+from .tables import generate_tables, table_groups, tables_config
 
 OBJECTIVES = ("energy", "latency", "edp", "pareto")
 Progress = Callable[[str, int, int], None]
@@ -76,10 +77,12 @@ class MapStatistics:
     pmapping_seconds: dict[str, float] = field(default_factory=dict)  # per table, CPU
     seconds: dict[str, float] = field(default_factory=dict)  # per phase
     peak_mb: float = 0.0  # peak resident memory of a process generating pmappings
+    full_space: FullSpaceCheck | None = None  # several fused loops per variable, bounded
 
     def as_dict(self) -> dict:
         """Plain data, for JSON."""
         out = dict(self.__dict__)
+        out["full_space"] = self.full_space.as_dict() if self.full_space else None
         total = sum(self.joined)
         out["pruned_fraction"] = 1 - sum(self.kept) / total if total else 0.0
         return out
@@ -142,12 +145,16 @@ def map_workload(
     stats.orders = len(order_list)
     notes = [line for info in wl.einsums for line in check_einsum(info, wl, arch)]
     plan = fusion_plan(wl, order_list)
-    if config.fused_loops_once and len(wl.einsums) > 1 and plan.fusable:
+    one_loop = config.fused_loops_once and len(wl.einsums) > 1 and bool(plan.fusable)
+    checks_full_space = one_loop and objective == "energy"  # else said in a note
+    if one_loop and not checks_full_space:
         notes.append(ONE_LOOP_NOTE)
     deferred = None
     if DEFER_HOSTING and objective == "energy" and plan.host_loops:
         deferred = DeferredHosting(spec, wl, jobs)
-    tables = generate_tables(spec, wl, arch, objective, jobs, progress, stats, plan, deferred)
+    tables = generate_tables(
+        spec, wl, arch, objective, jobs, progress, stats, plan, deferred, checks_full_space
+    )
     stats.seconds["pmappings"] = time.perf_counter() - start
     for name, table in tables.items():
         if len(table) == 0:
@@ -156,6 +163,7 @@ def map_workload(
                 "breaks a fanout constraint: check sizes, min_usage, reuse and loop_bounds)"
             )
     memories = _memory_sizes(wl, arch, replace(config, fusable=plan.fusable))
+    join_args = (wl, arch, objective, memories, rules)
     t = time.perf_counter()
     bound = math.inf
     if epsilon > 0 and objective != "pareto":
@@ -173,26 +181,25 @@ def map_workload(
         t = time.perf_counter()
     caps = [bound] if math.isfinite(bound) else _deepening_caps(objective, order_list, tables)
     for cap in caps:
-        if deferred is not None:
-            t_host = time.perf_counter()
-            stats.hosting_templates.append(deferred.extend(tables, cap, order_list))
-            stats.seconds["hosting pmappings"] = (
-                stats.seconds.get("hosting pmappings", 0.0) + time.perf_counter() - t_host
-            )
-        joins: list[Joined] = []
-        for k, order in enumerate(order_list):
-            cut = Bound.of(objective, cap, order, tables) if math.isfinite(cap) else None
-            joins.append(
-                join(order, tables, wl, arch, _join_objective(objective), memories, bound=cut,
-                     rules=rules)
-            )  # fmt: skip
-            if progress:
-                progress("join", k + 1, len(order_list))
-        stats.caps.append(cap if math.isfinite(cap) else None)
+        joins = _capped_joins(cap, order_list, tables, deferred, stats, join_args, progress)
         if any(len(j.energy) for j in joins):
             break  # within the cap: every mapping at or under it was kept
+    if checks_full_space:
+        found = _pick(joins, objective)
+        if found:
+            best = _objective_value(found[0][0], found[0][1], "energy")
+            stats.full_space = check_full_space(
+                spec, wl, tables_config(spec, plan), table_groups(wl, arch, plan), tables,
+                order_list, best, jobs,
+            )  # fmt: skip
+            stats.seconds["full space"] = stats.full_space.seconds
+            if stats.full_space.rows_added:
+                joins = _capped_joins(
+                    best, order_list, tables, deferred, stats, join_args, progress
+                )
     stats.seconds["join"] = time.perf_counter() - t - stats.seconds.get("hosting pmappings", 0.0)
-    if deferred is not None:  # the tables now hold the hosting templates tiled too
+    stats.seconds["join"] -= stats.full_space.seconds if stats.full_space else 0.0
+    if deferred is not None or stats.full_space:  # the tables hold more rows now
         stats.pmappings = {n: len(tab) for n, tab in tables.items()}
         stats.templates = {n: tab.stats.templates for n, tab in tables.items()}
     t = time.perf_counter()
@@ -214,12 +221,36 @@ def map_workload(
     return MapOutcome(objective, mapped, stats, pass_bounds(spec, wl), notes)
 
 
+def _capped_joins(cap, order_list, tables, deferred, stats, join_args, progress) -> list[Joined]:
+    """One join per order, bounded by ``cap`` (none if infinite), the hosting templates
+    it may need tiled first."""
+    if deferred is not None:
+        t_host = time.perf_counter()
+        stats.hosting_templates.append(deferred.extend(tables, cap, order_list))
+        stats.seconds["hosting pmappings"] = (
+            stats.seconds.get("hosting pmappings", 0.0) + time.perf_counter() - t_host
+        )
+    wl, arch, objective, memories, rules = join_args
+    joins: list[Joined] = []
+    for k, order in enumerate(order_list):
+        cut = Bound.of(objective, cap, order, tables) if math.isfinite(cap) else None
+        joins.append(
+            join(order, tables, wl, arch, _join_objective(objective), memories, bound=cut,
+                 rules=rules)
+        )  # fmt: skip
+        if progress:
+            progress("join", k + 1, len(order_list))
+    stats.caps.append(cap if math.isfinite(cap) else None)
+    return joins
+
+
 ONE_LOOP_NOTE = (
     "searched one fused loop per rank variable (mapper.fused_loops_once: true, the default); "
-    "splitting a shared rank over several fused loops can save energy: false searches it "
-    "(slower; docs/ffm.md)"
+    "splitting a shared rank over several fused loops can pay: with the energy objective "
+    "the mapper checks it, with this one false searches it (slower; docs/ffm.md)"
 )
-"""Said on every fused mapping: the space searched by default is not the whole one."""
+"""Said on fused mappings of the latency and EDP objectives: the space searched by
+default is not the whole one (the energy objective's answer is checked over it)."""
 
 DEFER_HOSTING = True
 """Energy objective: tile hosting templates only when a capped join may need them

@@ -21,7 +21,7 @@ from ..spec.arch_eval import ArchEvaluator
 from ..spec.resolve import WorkloadInfo
 from .gap_orders import ordered_as_prefix, unbounded_holders, with_gap_orders
 from .pareto import pareto_mask
-from .prefix import Compatibility, PrefixInterner
+from .prefix import HOSTING, Compatibility, PrefixInterner
 from .search import TilingCounts, tile_held_variants_last
 from .signature import tiling_context
 from .space import (
@@ -98,6 +98,11 @@ class PmappingTable:
     """Per template (:func:`template_key`): a lower bound of its pmappings' energy."""
     skipped: list[Template] = field(default_factory=list)
     """With floors: the templates ``only`` left out (in the order they were made)."""
+    full_floors: dict[tuple, float] = field(default_factory=dict)
+    """Per template with two loop gaps or more above its deepest fused node: its least
+    energy over the whole fused space if at most ``full_ceiling``, else +inf
+    (:mod:`fusemap.mapper.full_space`; empty when not asked)."""
+    full_ceiling: float = -np.inf
 
     def __len__(self) -> int:
         return len(self.energy)
@@ -265,6 +270,8 @@ def generate_pmappings(
     with_floors: bool = False,
     fronts: FrontStore | None = None,
     given: list[Template] | None = None,
+    ceiling: float = np.inf,
+    full_floors: bool = False,
 ) -> PmappingTable:
     """Tile every template of ``einsum`` and keep the Pareto-optimal pmappings.
 
@@ -277,6 +284,10 @@ def generate_pmappings(
     also record each template's least energy (:attr:`PmappingTable.floors`).
     ``fronts``: bottom-up fronts kept from and for tables of Einsums equal up to names.
     ``given``: these templates of the Einsum (some left out before), not all of them.
+    ``ceiling``: rows of more energy are of no use (branch and bound; some may remain).
+    ``full_floors``: also fill :attr:`PmappingTable.full_floors` (each template with two
+    loop gaps or more above its deepest fused node searched again with relaxed prefixes,
+    in the same search: the nodes below its deepest fused node are searched alike).
     """
     from ..spec.resolve import resolve_workload
 
@@ -329,13 +340,17 @@ def generate_pmappings(
                 tilers.append(tiler(tmpl, held))
                 if SKIP_FITTING_VARIANTS and first.alone:
                     variants.add(len(tilers) - 1)
+    for t in tilers:
+        t.ceiling = ceiling
+    if full_floors:  # each twin right after its template: their fronts are alive together
+        tilers, variants = _with_relaxed_twins(tilers, variants)
     counts = TilingCounts()
     finished = [0]
 
     def step(n: int) -> None:
         finished[0] += n
         if progress:
-            progress(finished[0], len(temps))
+            progress(finished[0], len(tilers))
 
     if fronts is not None:
         fronts.context = tiling_context(info, workload, arch, config, objective, prune, joined)
@@ -343,7 +358,12 @@ def generate_pmappings(
     stats.tile_shapes_evaluated = counts.evaluated
     stats.tile_shapes_valid = counts.valid
     stats.stages = counts.stages
+    relaxed = {template_key(t.t): r for r, t in zip(done, tilers, strict=True) if t.relaxed}
+    done = [r for r, t in zip(done, tilers, strict=True) if not t.relaxed]
+    tilers = [t for t in tilers if not t.relaxed]
     floors = least_energy_by_template(done, tilers) if with_floors else {}
+    own = [float(r.energy.min()) for r in done if r.rows]  # relaxed only: the ceiling given
+    full_ceiling = min(own) if own else float(ceiling)
     kept = [(r, tiler) for r, tiler in zip(done, tilers, strict=True) if r.rows]
     results = [r for r, _ in kept]
     if config.fusion:
@@ -370,6 +390,9 @@ def generate_pmappings(
         flat_of = lambda unit: arch.flat(info.name, unit)  # noqa: E731
         table = with_gap_orders(table, unbounded_holders(table.results, flat_of))
     table.floors = floors
+    if relaxed:
+        table.full_ceiling = full_ceiling
+        table.full_floors = {k: _floor_under(r, full_ceiling) for k, r in relaxed.items()}
     table.skipped = skipped if with_floors else []
     stats.pareto = len(table)
     stats.seconds = time.perf_counter() - start
@@ -535,6 +558,29 @@ def held_amounts(
         if len(options) > MAX_HELD_AMOUNTS:
             return None
     return options
+
+
+def _with_relaxed_twins(tilers: list, variants: set[int]) -> tuple[list, set[int]]:
+    """``tilers`` with a relaxed twin (:meth:`TemplateTiler.relaxed_twin`) right after
+    each unmarked one with two loop gaps or more above its deepest fused node."""
+    out, moved = [], set()
+    for i, t in enumerate(tilers):
+        if i in variants:
+            moved.add(len(out))
+        out.append(t)
+        hosting = any(h.virtual and h.tensor == HOSTING for h in t.t.holders)
+        if t.p_max >= 2 and not hosting and i not in variants:
+            out.append(t.relaxed_twin())
+    return out, moved
+
+
+def _floor_under(result: TemplateResult, ceiling: float) -> float:
+    """A relaxed twin's least energy if at most ``ceiling``, else +inf (its rows above
+    the ceiling were cut by the branch and bound)."""
+    if not result.rows:
+        return np.inf
+    least = float(result.energy.min())
+    return least if least <= ceiling * (1 + 1e-9) else np.inf
 
 
 def _peak_mb() -> float:

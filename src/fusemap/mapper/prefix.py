@@ -121,3 +121,12 @@ class PrefixInterner:
         toks = self.prefixes[seq]
         last = max((i for i, t in enumerate(toks) if t[0] == "back"), default=-1)
         return sum(1 for t in toks[:last] if t[0] == "loop")
+
+
+class ForgetfulInterner(PrefixInterner):
+    """Every prefix is the empty one: the search then compares the rows of every prefix
+    together, which is what a template's least energy over the whole fused space needs
+    (:mod:`fusemap.mapper.full_space`), not what a join needs."""
+
+    def extend(self, ids: np.ndarray, tokens: list[tuple[Token, ...]], which: np.ndarray):
+        return np.zeros(len(np.asarray(ids)), dtype=np.int64)

@@ -40,12 +40,17 @@ def tile_templates(
     # least energy matters, so rows that cannot beat the best one finished are dropped.
     # One bound per amount held beside them (each is another capacity).
     best: dict[tuple, float] = {}
+    # Relaxed tilers (twins of templates searched with them): only their rows under the
+    # least energy of the others matter (full_space.py), which only falls as they finish.
+    least = [np.inf]
 
     def finished(i: int, result: TemplateResult, search: bool = True) -> None:
         out[i] = result
         fronts.done(i)
         if search and store is not None and tilers[i].alone and not tilers[i].held_key:
             store.put_result(tilers[i], result)
+        if not tilers[i].relaxed and result.rows:
+            least[0] = min(least[0], float(result.energy.min()))
         if tilers[i].alone and result.rows:
             key = tilers[i].held_key
             best[key] = min(best.get(key, np.inf), float(result.energy.min()))
@@ -76,17 +81,13 @@ def tile_templates(
             forks.setdefault(tilers[i].stage_key(j), []).append(i)
         for members in forks.values():
             tiler = tilers[members[0]]
-            bound = best.get(tiler.held_key, np.inf)
-            alone = np.isfinite(bound) and all(tilers[i].alone for i in members)
-            # Energy so far + the compute leaf's energy <= the final energy (costs add up).
-            leaf = min(tilers[i].leaf_energy for i in members) if alone else 0.0
-            ceiling = bound * (1 + 1e-9) - leaf if alone else np.inf
+            ceiling = _ceiling(best, [tilers[i] for i in members], least[0])
             st = tiler.stage(j, stages[-1] if stages else None, ceiling)
             if counts is not None:
                 counts.stages += 1
                 counts.evaluated += st.evaluated
                 counts.valid += st.valid
-            if alone:
+            if np.isfinite(ceiling):
                 st = st.take(st.crit[:, 0] <= ceiling)
             if len(st.crit) == 0:
                 for i in members:
@@ -106,6 +107,22 @@ def tile_templates(
     for members in by_unit.values():
         descend(members, 0, [])
     return [r for r in out if r is not None]
+
+
+def _ceiling(best: dict[tuple, float], members: list[TemplateTiler], least: float) -> float:
+    """Most energy so far a row of a stage shared by ``members`` may have: the best
+    finished energy (templates that fuse nothing, :attr:`TemplateTiler.alone`) or each
+    template's own :attr:`TemplateTiler.ceiling` (a relaxed one's: at most ``least``),
+    less the compute leaf's energy (energy so far + the leaf's <= the final energy:
+    costs add up)."""
+    bound = best.get(members[0].held_key, np.inf)
+    out = np.inf
+    if np.isfinite(bound) and all(t.alone for t in members):
+        out = bound * (1 + 1e-9) - min(t.leaf_energy for t in members)
+    own = max(
+        min(t.ceiling, least if t.relaxed else np.inf) * (1 + 1e-9) - t.leaf_energy for t in members
+    )
+    return min(out, own)
 
 
 def tile_held_variants_last(

@@ -96,9 +96,8 @@ def tiling_context(
         tuple(sorted(place[t] for t in pinned)),
         config.imperfect,
         config.imperfect_max_bound,
-        config.fusion,
-        config.fused_loops_once,
-        objective,
+        config.fusion,  # not fused_loops_once: the nodes below the deepest fused node
+        objective,  # are searched alike with or without it (and with relaxed prefixes)
         prune,
         tuple(sorted(join_memories)),
         workload.n_instances * info.n_instances,

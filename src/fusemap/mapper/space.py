@@ -57,6 +57,11 @@ class MapperConfig:
     """Above fused nodes, at most one loop per rank variable: shared tensors are tiled
     once (any order, any tile shape). Off, the fused prefix may split a variable over
     several loops, a much larger space (each split multiplies the compatibilities)."""
+    relaxed_prefixes: bool = False
+    """Internal (not a spec key): forget fused prefixes, so rows of every prefix and every
+    loop depth are compared together and several fused loops per rank variable are
+    allowed. Each template's least energy is then its least over the whole fused space
+    (:mod:`fusemap.mapper.full_space`); the rows are no pmappings a join can use."""
     fusable: frozenset[str] | None = None
     """Shared tensors that may be fused (None: all)."""
     held_loops: dict[str, frozenset[str]] = field(default_factory=dict)
@@ -414,6 +419,17 @@ def check_bounds(info: EinsumInfo, where: Location | None = None) -> None:
                 "2**62 (fusemap evaluate has no such limit)",
                 where or Location(key=info.name),
             )
+
+
+def fused_positions(template: Template, shared: frozenset[str], top: str) -> list[int]:
+    """Places of the template's fused backing nodes (shared tensors backed below the top
+    memory ``top``) and of its virtual hosting holder: the loops above them are shared."""
+    return [
+        p
+        for p, h in enumerate(template.holders)
+        if (h.virtual and h.tensor != ROOT)
+        or (h.backing and h.tensor in shared and h.component != top)
+    ]
 
 
 def templates(

@@ -16,7 +16,7 @@ from .deferred_hosting import DeferredHosting, marked
 from .plan import FusionPlan
 from .pmappings import PmappingTable, generate_pmappings
 from .signature import einsum_signature, tensor_renaming, variable_renaming
-from .space import config_from_spec
+from .space import MapperConfig, config_from_spec
 from .suffix import FrontStore
 from .workers import give_back_memory, quiet_worker_restarts
 
@@ -36,34 +36,27 @@ def generate_tables(
     stats: MapStatistics,
     plan: FusionPlan | None = None,
     deferred: DeferredHosting | None = None,
+    floors: bool = False,
 ) -> dict[str, PmappingTable]:
     """Fused pmappings of every Einsum; Einsums equal up to tensor names share one.
     ``plan``: what may be fused how (None: every shared tensor, tiled or not, and every
     Einsum may host). ``deferred`` (energy objective): tile no hosting template, record
-    them there (:mod:`fusemap.mapper.deferred_hosting`)."""
+    them there (:mod:`fusemap.mapper.deferred_hosting`). ``floors``: with each table, its
+    templates' least energies over the whole fused space up to its own least
+    (:mod:`fusemap.mapper.full_space`)."""
     plan = plan or FusionPlan(
         frozenset(wl.shared), {}, frozenset(e.name for e in wl.einsums), {}, {}
     )
-    groups: dict[tuple, list[str]] = {}
-    for e in wl.einsums:
-        groups.setdefault(einsum_signature(e, wl, arch, plan), []).append(e.name)
-    unique = [names[0] for names in groups.values()]
+    groups = table_groups(wl, arch, plan)
+    unique = list(groups)
     stats.distinct_einsums = len(unique)
     gen_objective = "energy" if objective == "energy" else "all"
-    config = replace(
-        config_from_spec(spec),
-        fusion=True,
-        fusable=plan.fusable,
-        held_loops=plan.held_loops,
-        hosts=plan.hosts,
-        hosted=plan.hosted,
-        host_loops=plan.host_loops,
-    )
+    config = tables_config(spec, plan)
     made: dict[str, PmappingTable] = {}
     defer = deferred is not None
     if deferred is not None:
         deferred.config = config
-        deferred.groups = {names[0]: names for names in groups.values()}
+        deferred.groups = groups
     # Einsums equal up to names but for what the plan lets them fuse or host (Q, K, V)
     # are generated one after another in one process: later ones reuse the fronts.
     kinds: dict[tuple, list[str]] = {}
@@ -76,7 +69,9 @@ def generate_tables(
 
         with quiet_worker_restarts():
             done = Parallel(n_jobs=jobs, return_as="generator", batch_size=1)(
-                delayed(_generate_kind)(spec, names, gen_objective, config, limits.current(), defer)
+                delayed(_generate_kind)(
+                    spec, names, gen_objective, config, limits.current(), defer, floors=floors
+                )
                 for names in jobs_in_order
             )
             for kind in done:
@@ -86,7 +81,10 @@ def generate_tables(
                         progress("pmappings", len(made), len(unique))
     else:
         for names in jobs_in_order:
-            for table in _generate_kind(spec, names, gen_objective, config, None, defer, wl, arch):
+            kind = _generate_kind(
+                spec, names, gen_objective, config, None, defer, wl, arch, floors=floors
+            )
+            for table in kind:
                 made[table.einsum] = table
                 if progress:
                     progress("pmappings", len(made), len(unique))
@@ -110,6 +108,28 @@ def generate_tables(
     return {e.name: tables[e.name] for e in wl.einsums}
 
 
+def tables_config(spec: Spec, plan: FusionPlan) -> MapperConfig:
+    """The search's knobs for the tables of a workload: the spec's, fusion on, and what
+    the fusion plan allows."""
+    return replace(
+        config_from_spec(spec),
+        fusion=True,
+        fusable=plan.fusable,
+        held_loops=plan.held_loops,
+        hosts=plan.hosts,
+        hosted=plan.hosted,
+        host_loops=plan.host_loops,
+    )
+
+
+def table_groups(wl: WorkloadInfo, arch: ArchEvaluator, plan: FusionPlan) -> dict[str, list[str]]:
+    """Einsums that share one table (equal up to tensor names), keyed by the first."""
+    groups: dict[tuple, list[str]] = {}
+    for e in wl.einsums:
+        groups.setdefault(einsum_signature(e, wl, arch, plan), []).append(e.name)
+    return {names[0]: names for names in groups.values()}
+
+
 def _work(wl: WorkloadInfo, einsums: list[str]) -> tuple[int, int]:
     """A cheap estimate of the pmapping searches of ``einsums``, to give workers the
     largest first: rank variables times tensors, then operations (summed)."""
@@ -129,10 +149,12 @@ def _generate_kind(
     defer: bool,
     wl: WorkloadInfo | None = None,
     arch: ArchEvaluator | None = None,
+    floors: bool = False,
 ) -> list[PmappingTable]:
     """The tables of Einsums equal up to names (one after another, sharing the fronts
     of their suffix searches). In a worker process (``limits_in_force`` given): the
-    caller's limits (``--limit``), a fresh expression budget."""
+    caller's limits (``--limit``), a fresh expression budget. ``floors``: each table
+    also gets :attr:`PmappingTable.full_floors`."""
     if limits_in_force is not None:
         limits.configure(**dataclasses.asdict(limits_in_force))
         limits.reset_budget()
@@ -143,12 +165,11 @@ def _generate_kind(
         for k, einsum in enumerate(einsums):
             if store is not None:
                 store.frozen = k == len(einsums) - 1
-            out.append(
-                generate_pmappings(
-                    spec, einsum, objective=objective, config=config, workload=wl, arch=arch,
-                    only=only, with_floors=defer, fronts=store,
-                )
+            table = generate_pmappings(
+                spec, einsum, objective=objective, config=config, workload=wl, arch=arch,
+                only=only, with_floors=defer, fronts=store, full_floors=floors,
             )  # fmt: skip
+            out.append(table)
         return out
     finally:
         del store

@@ -11,6 +11,7 @@ compute leaf is exactly the Pareto front of the template's complete tile shapes.
 
 from __future__ import annotations
 
+import copy
 import math
 from functools import lru_cache
 
@@ -21,8 +22,8 @@ from ..model.reuse import projection_terms
 from ..spec.arch_eval import FlatArch
 from ..spec.resolve import EinsumInfo
 from .pareto import pareto_mask
-from .prefix import PrefixInterner
-from .space import ROOT, MapperConfig, Template, candidate_sizes, next_sizes
+from .prefix import ForgetfulInterner, PrefixInterner
+from .space import MapperConfig, Template, candidate_sizes, fused_positions, next_sizes
 from .stage import Layout, Stage
 from .template_result import TemplateResult
 from .terms import memoized, node_terms, reservation_sizes, tile_values
@@ -91,25 +92,21 @@ class TemplateTiler(NodeCosts):
         self.t, self.info, self.flat, self.scale, self.bits = template, info, flat, scale, bits
         self.held = dict(held or {})
         self.fusion = config.fusion
-        self.once = config.fused_loops_once
+        self.relaxed = config.relaxed_prefixes
+        self.ceiling = math.inf
+        """Energy above which a row is of no use (branch and bound; set by the caller)."""
+        self.once = config.fused_loops_once and not self.relaxed
         self.reservations_are_objectives = reservations_are_objectives
         # Fusion: memories where another Einsum's reservations may be live at the same
         # time; their reservations are objectives, split by loop depth.
         self.join_memories = join_memories if config.fusion else frozenset()
         self.prune = prune
-        self.interner = interner or PrefixInterner()
+        self.interner = ForgetfulInterner() if self.relaxed else interner or PrefixInterner()
         self.memo = {} if memo is None else memo  # shared by the tilers of one Einsum
         top = next(c for c in flat.path if c.kind == "memory")
         # Fused backing nodes: shared tensors backed below the top memory.
-        self.fused_pos = [  # a virtual hosting holder too: the loops above it are shared
-            p
-            for p, h in enumerate(template.holders)
-            if config.fusion
-            and (
-                (h.virtual and h.tensor != ROOT)
-                or (h.backing and h.tensor in shared and h.component != top.name)
-            )
-        ]
+        # Fused backing nodes, and a virtual hosting holder: the loops above are shared.
+        self.fused_pos = fused_positions(template, shared, top.name) if config.fusion else []
         self.p_max = max(self.fused_pos, default=-1)
         self.top_level = flat.path.index(top)
         self.vars = list(info.rank_variables)
@@ -235,6 +232,14 @@ class TemplateTiler(NodeCosts):
             used[key] = used.get(key, 1) * s.trips
         return used
 
+    def relaxed_twin(self) -> TemplateTiler:
+        """This tiler with relaxed prefixes (``MapperConfig.relaxed_prefixes``): rows of
+        every prefix compared together, several fused loops per rank variable."""
+        twin = copy.copy(self)
+        twin.relaxed, twin.once = True, False
+        twin.interner = ForgetfulInterner()
+        return twin
+
     # ------------------------------------------------------------ the search
     def stage_key(self, j: int) -> tuple:
         """What stage ``j`` depends on; templates with equal keys up to ``j`` share it."""
@@ -252,6 +257,7 @@ class TemplateTiler(NodeCosts):
             tuple(self.fused_pos),
             self.prune,
             self.once,
+            self.relaxed,
             tuple(sorted(self.join_memories)),
             self.held_key,
         )
@@ -383,6 +389,8 @@ class TemplateTiler(NodeCosts):
 
     def _gap_tokens(self, j: int, seq: np.ndarray, here: np.ndarray, mids: np.ndarray):
         """Append gap ``j``'s loops, in the canonical order, to the fused prefixes."""
+        if self.relaxed:
+            return np.zeros(len(seq), dtype=np.int64)  # prefixes forgotten
         rank = {"relevant": 0, "partial": 1, "irrelevant": 2}
         holder = self.t.holders[j]
         order = sorted(
@@ -436,12 +444,19 @@ class TemplateTiler(NodeCosts):
         That holds in a memory the join shares too when the template fuses nothing: no
         other Einsum's reservation is live while an unfused Einsum runs.
         """
+        if self.relaxed and self.depth_cols:
+            return self._relaxed_view(first, below, crit)
         view = crit[:, self.pareto_cols].copy()
         if self.reservations_are_objectives or not self.res_cols:
             return view
+        live_beside = not self.runs_alone  # depth columns: other Einsums' tiles beside
+        self._zero_slack(view, first, below, crit, live_beside)
+        return view
+
+    def _zero_slack(self, view, first: int, below, crit, live_beside: bool) -> None:
         sizes = {v: below[:, k] for k, v in enumerate(self.vars)}
         for c, col in self.res_cols.items():
-            if c in self.depth_cols and not self.runs_alone:
+            if c in self.depth_cols and live_beside:
                 continue  # live beside another Einsum's tiles: always an objective
             worst = crit[:, col]
             for h in self.t.holders[first:]:
@@ -450,7 +465,21 @@ class TemplateTiler(NodeCosts):
                     worst = worst + bits * self.comp[c].value_bits(h.tensor, self.bits[h.tensor])
             slack = worst <= self.capacity[c] * (1 + 1e-9)
             view[slack, self.pareto_cols.index(col)] = 0.0
-        return view
+
+    def _relaxed_view(self, first: int, below: np.ndarray, crit: np.ndarray) -> np.ndarray:
+        """Relaxed prefixes: each memory's reservations by their total only (no other
+        Einsum's tiles are counted, so only the total can overflow, whatever the depths)."""
+        totals = crit.copy()
+        dropped: set[int] = set()
+        for c in self.res_cols:
+            if c in self.depth_cols:
+                totals[:, self.res_cols[c]] = self._memory_total(crit, c)
+                dropped.update(int(k) for k in self.depth_cols[c])
+                dropped.add(self.shared_cols[c])
+        view = totals[:, self.pareto_cols]
+        if not self.reservations_are_objectives:
+            self._zero_slack(view, first, below, totals, live_beside=False)
+        return view[:, [i for i, k in enumerate(self.pareto_cols) if k not in dropped]]
 
     def finish(self, stages: list[Stage]) -> TemplateResult:
         """The template's complete tile shapes, with their energy and latency."""

@@ -1,0 +1,282 @@
+"""Several fused loops per rank variable, searched only where they can beat the optimum.
+
+The default search (``mapper: {fused_loops_once: true}``) splits each rank variable at
+most once above fused nodes. Splitting it again can pay (``docs/ffm.md``, "Several
+fused loops per rank variable"), and searching every such split for every template is
+far too slow (GPT-3 at 2048 tokens ran out of memory). With the energy objective this
+module makes the answer exact anyway, by a bound:
+
+* only a template with a loop gap above its deepest fused node and another gap above
+  that (two gaps in its fused prefix, ``depth >= 2``) has splits the default search
+  leaves out; in a prefix with one gap every variable has at most one loop anyway;
+* each such template is searched once more with prefixes forgotten
+  (``MapperConfig.relaxed_prefixes``): rows of every prefix are compared together and
+  reservations by their total, so the search keeps only what the template's least
+  energy over its *whole* fused space needs. No other Einsum's tile is counted, which
+  only lowers that least energy: it is a lower bound (its *floor*);
+* with ``best`` the energy of the mapping found in the default space, and ``LB_e`` the
+  least energy of Einsum ``e`` over the whole space (its table's least, or a floor
+  below it), a mapping of energy below ``best`` uses for Einsum ``e`` a pmapping of
+  energy at most ``best - sum(LB of the others)`` (energies add up along the order).
+  A template whose floor is above that allowance has no such pmapping;
+* a hosting template (``deferred_hosting.marked``) costs no less than its template
+  without the mark (``deferred_hosting``), so its floor is that template's.
+
+The templates within their allowance are searched over the whole fused space, their
+rows within the allowance are added, and the capped join runs again. On GPT-3 every
+floor is at or above its Einsum's least energy, so nothing is searched again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from ..spec import limits
+from ..spec.arch_eval import ArchEvaluator
+from ..spec.resolve import WorkloadInfo
+from ..spec.spec import Spec
+from .deferred_hosting import base_key, marked, merge_tables, renamed_table
+from .pmappings import PmappingTable, generate_pmappings, template_key
+from .space import MapperConfig, Template, fused_positions, templates
+from .suffix import FrontStore
+from .workers import give_back_memory, quiet_worker_restarts
+
+GAIN = 1e-9
+"""Relative energy below ``best`` a mapping must reach to count as better."""
+
+
+@dataclass
+class FullSpaceCheck:
+    """What the check of the whole fused space did."""
+
+    templates_bounded: int = 0  # templates whose floor was worked out
+    templates_searched: int = 0  # of those (and hosting ones), searched again in full
+    rows_added: int = 0
+    seconds: float = 0.0
+
+    def as_dict(self) -> dict[str, float]:
+        """Plain numbers, for JSON."""
+        return dict(self.__dict__)
+
+
+def prefix_gaps(t: Template, info_shared: frozenset[str], arch: ArchEvaluator, einsum: str):
+    """Loop gaps above the template's deepest fused node (each holds at most one loop per
+    rank variable)."""
+    flat = arch.flat(einsum, t.compute)
+    top = next(c for c in flat.path if c.kind == "memory").name
+    return max(fused_positions(t, info_shared, top), default=-1)
+
+
+def check_full_space(
+    spec: Spec,
+    wl: WorkloadInfo,
+    config: MapperConfig,
+    groups: dict[str, list[str]],
+    tables: dict[str, PmappingTable],
+    orders: list[list[str]],
+    best: float,
+    jobs: int,
+) -> FullSpaceCheck:
+    """Add to ``tables`` every pmapping with several fused loops per rank variable that
+    may be part of a mapping of energy below ``best`` (``groups``: table's Einsum ->
+    Einsums sharing it, renamed)."""
+    start = time.perf_counter()
+    check = FullSpaceCheck()
+    full = replace(config, fused_loops_once=False)
+    bases = sorted(groups)
+    least_once = {b: float(tables[b].energy.min()) for b in bases}
+    floors = _floors(spec, jobs, config, tables, least_once, groups, orders, best, check)
+    least = _least(floors, least_once, groups)
+    allowance = {b: _allowance(groups[b], least, orders, best) for b in bases}
+    known = {b: {**tables[b].floors, **floors[b]} for b in bases}
+    wanted = [b for b in bases if _may_gain(b, floors[b], tables[b], allowance[b], config)]
+    args = [(spec, b, full, allowance[b], known[b], limits.current()) for b in wanted]
+    made = _run(jobs, _search_in_worker, args) if args else []
+    for b, (table, searched) in zip(wanted, made, strict=True):
+        check.templates_searched += searched
+        check.rows_added += len(table)
+        if len(table):
+            merged = merge_tables(tables[b], table)
+            for name in groups[b]:
+                tables[name] = merged if name == b else renamed_table(merged, b, name, wl)
+    check.seconds = time.perf_counter() - start
+    return check
+
+
+def _floors(spec, jobs, config, tables, least_once, groups, orders, best, check):
+    """Per table, per template with two prefix gaps or more: a lower bound of its
+    energy over the whole fused space, exact where it is at most the allowance.
+
+    Branch and bound: the tables come with each template's least energy if at most the
+    Einsum's least energy in the default space (above it a template only matters if
+    other Einsums can go below theirs); a template with no row under its ceiling gets
+    a floor just above it. While some Einsum's allowance is above the ceiling its
+    templates were cut at, they run again with the allowance as the ceiling."""
+    bases = sorted(groups)
+    ceiling = {b: tables[b].full_ceiling for b in bases}
+    floors: dict[str, dict[tuple, float]] = {b: {} for b in bases}
+    got = {b: tables[b].full_floors for b in bases}
+    while True:
+        for b, found in got.items():
+            check.templates_bounded += len(found)
+            above = math.nextafter(ceiling[b], math.inf)  # cut: no row at or under it
+            floors[b].update({k: f if math.isfinite(f) else above for k, f in found.items()})
+        least = _least(floors, least_once, groups)
+        todo = {}
+        for b in bases:
+            allow = _allowance(groups[b], least, orders, best)
+            cut = [k for k, f in floors[b].items() if f > ceiling[b]]
+            if cut and allow > ceiling[b]:
+                ceiling[b] = allow
+                todo[b] = cut
+        if not todo:
+            return floors
+        names = sorted(todo)
+        args = [(spec, b, config, ceiling[b], todo[b], limits.current()) for b in names]
+        got = dict(zip(names, _run(jobs, _floors_in_worker, args), strict=True))
+
+
+def _may_gain(b, floors, table, allowance: float, config: MapperConfig) -> bool:
+    """Whether some template of ``b`` with two prefix gaps or more may have a row within
+    ``allowance``: a relaxed floor within it, or (an Einsum that may host) a hosting
+    template's floor: its unmarked template's, unknown if the table has no floors."""
+    if any(f <= allowance for f in floors.values()):
+        return True
+    if not config.host_loops.get(b):
+        return False
+    return not table.floors or any(f <= allowance for f in table.floors.values())
+
+
+def _least(floors, least_once, groups) -> dict[str, float]:
+    """Per Einsum, a lower bound of its least energy over the whole fused space."""
+    out = {}
+    for b, got in floors.items():
+        low = min([least_once[b], *got.values()])
+        for name in groups[b]:
+            out[name] = low
+    return out
+
+
+def _allowance(names: list[str], least: dict[str, float], orders, best: float) -> float:
+    """Most energy a pmapping of one of ``names`` may cost in a mapping of energy below
+    ``best`` (the other Einsums at their least)."""
+    out = -math.inf
+    for order in orders:
+        total = sum(least[n] for n in order)
+        for n in order:
+            if n in names:
+                out = max(out, best * (1 - GAIN) - (total - least[n]))
+    return out
+
+
+def _run(jobs: int, fn, args: list[tuple]) -> list:
+    if jobs > 1 and len(args) > 1:
+        from joblib import Parallel, delayed
+
+        with quiet_worker_restarts():
+            return Parallel(n_jobs=min(jobs, len(args)), batch_size=1)(
+                delayed(fn)(*a) for a in args
+            )
+    return [fn(*a) for a in args]
+
+
+def _deep(spec: Spec, einsum: str, config: MapperConfig, wl=None, arch=None):
+    """The Einsum's templates, and which have two gaps or more in their fused prefix."""
+    from ..spec.resolve import resolve_workload
+
+    wl = wl or resolve_workload(spec)
+    arch = arch or ArchEvaluator(spec, wl)
+    info = wl.einsum(einsum)
+    shared, pinned = config.sharing(info, wl)
+    temps = templates(info, arch, config, shared=shared, pinned=pinned)
+    deep = [prefix_gaps(t, shared, arch, einsum) >= 2 for t in temps]
+    return temps, deep
+
+
+def relaxed_floors(
+    spec: Spec,
+    einsum: str,
+    config: MapperConfig,
+    ceiling: float,
+    keys: list[tuple] | None = None,
+    wl: WorkloadInfo | None = None,
+    arch: ArchEvaluator | None = None,
+    store: FrontStore | None = None,
+) -> dict[tuple, float]:
+    """Per unmarked template with two prefix gaps or more (those of ``keys`` only, if
+    given): its least energy over the whole fused space if at most ``ceiling``, else
+    +inf. ``store``: the fronts of this Einsum's default search (the nodes below the
+    deepest fused node are searched alike)."""
+    relaxed = replace(config, fused_loops_once=False, relaxed_prefixes=True)
+    temps, deep = _deep(spec, einsum, relaxed, wl, arch)
+    wanted = None if keys is None else set(keys)
+    chosen = [
+        t
+        for t, d in zip(temps, deep, strict=True)
+        if d and not marked(t) and (wanted is None or template_key(t) in wanted)
+    ]
+    if not chosen:
+        return {}
+    table = generate_pmappings(
+        spec, einsum, objective="energy", config=relaxed, workload=wl, arch=arch, given=chosen,
+        ceiling=ceiling, fronts=store,
+    )  # fmt: skip
+    return {template_key(t): table.full_floors.get(template_key(t), math.inf) for t in chosen}
+
+
+def _floors_in_worker(
+    spec: Spec,
+    einsum: str,
+    config: MapperConfig,
+    ceiling: float,
+    keys: list[tuple] | None,
+    lim: limits.Limits,
+) -> dict[tuple, float]:
+    """:func:`relaxed_floors` in a worker (the caller's limits)."""
+    limits.configure(**dataclasses.asdict(lim))
+    limits.reset_budget()
+    try:
+        return relaxed_floors(spec, einsum, config, ceiling, keys)
+    finally:
+        give_back_memory()
+
+
+def _search_in_worker(
+    spec: Spec,
+    einsum: str,
+    full: MapperConfig,
+    allowance: float,
+    floors: dict[tuple, float],
+    lim: limits.Limits,
+) -> tuple[PmappingTable, int]:
+    """The pmappings within ``allowance`` of the templates with two prefix gaps or more
+    whose floor is within it (a hosting template: its unmarked template's floor; none
+    known: searched), over the whole fused space; and how many templates that was."""
+    limits.configure(**dataclasses.asdict(lim))
+    limits.reset_budget()
+    try:
+        temps, deep = _deep(spec, einsum, full)
+        chosen = []
+        for t, d in zip(temps, deep, strict=True):
+            key = base_key(t) if marked(t) else template_key(t)
+            if d and floors.get(key, -math.inf) <= allowance:
+                chosen.append(t)
+        if not chosen:
+            return _none(einsum), 0
+        table = generate_pmappings(
+            spec, einsum, objective="energy", config=full, given=chosen, ceiling=allowance
+        )
+        return table.take(np.flatnonzero(table.energy <= allowance)), len(chosen)
+    finally:
+        give_back_memory()
+
+
+def _none(einsum: str) -> PmappingTable:
+    from .pmappings import _empty
+
+    return _empty(einsum)
