@@ -157,8 +157,10 @@ def merge_tables(a: PmappingTable, b: PmappingTable) -> PmappingTable:
     fa, fb = a.fusion, b.fusion
     assert fa is not None and fb is not None
     ids = np.zeros(len(fb.interner.prefixes), dtype=np.int64)
-    for k in np.unique(fb.seq).tolist():  # only the prefixes ``b``'s rows still have
+    seqs = [fb.seq] + [r.seq for r in b.results if r.seq is not None]
+    for k in np.unique(np.concatenate(seqs)).tolist():  # the prefixes ``b`` still has
         ids[k] = fa.interner.intern(fb.interner.prefixes[k])
+    results = [r if r.seq is None else replace(r, seq=ids[r.seq]) for r in b.results]
     memories = sorted(set(fa.buckets) | set(fb.buckets))
     width = {m: max(f.buckets[m].shape[1] for f in (fa, fb) if m in f.buckets) for m in memories}
 
@@ -180,7 +182,7 @@ def merge_tables(a: PmappingTable, b: PmappingTable) -> PmappingTable:
     cat = np.concatenate
     return replace(
         a,
-        results=list(a.results) + list(b.results),
+        results=list(a.results) + results,  # their prefixes are ``a``'s interner's
         template=cat([a.template, b.template + len(a.results)]),
         row=cat([a.row, b.row]),
         energy=cat([a.energy, b.energy]),

@@ -271,9 +271,24 @@ def _search_in_worker(
         table = generate_pmappings(
             spec, einsum, objective="energy", config=full, given=chosen, ceiling=allowance
         )
-        return table.take(np.flatnonzero(table.energy <= allowance)), len(chosen)
+        assert table.fusion is not None
+        split = np.array([splits_a_variable(p) for p in table.fusion.interner.prefixes])
+        # Rows with one loop per variable are in the table already (or dominated there).
+        keep = (table.energy <= allowance) & split[table.fusion.seq]
+        return table.take(np.flatnonzero(keep)), len(chosen)
     finally:
         give_back_memory()
+
+
+def splits_a_variable(prefix: tuple) -> bool:
+    """Whether a fused prefix has two loops over one rank variable."""
+    seen: set[str] = set()
+    for token in prefix:
+        if token[0] == "loop":
+            if token[1] in seen:
+                return True
+            seen.add(token[1])
+    return False
 
 
 def _none(einsum: str) -> PmappingTable:

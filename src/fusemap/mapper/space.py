@@ -54,9 +54,12 @@ class MapperConfig:
     fusion: bool = False
     """Let shared tensors be backed below the top memory (fusion); off for ``--einsum``."""
     fused_loops_once: bool = True
-    """Above fused nodes, at most one loop per rank variable: shared tensors are tiled
-    once (any order, any tile shape). Off, the fused prefix may split a variable over
-    several loops, a much larger space (each split multiplies the compatibilities)."""
+    """Above fused nodes, the search puts at most one loop per rank variable: shared
+    tensors are tiled once (any order, any tile shape); with the energy objective the
+    mapper then checks its answer over several loops per variable and searches them
+    where they may pay (:mod:`fusemap.mapper.full_space`). Off, the fused prefix may
+    split a variable over several loops from the start, a much larger space (each split
+    multiplies the compatibilities)."""
     relaxed_prefixes: bool = False
     """Internal (not a spec key): forget fused prefixes, so rows of every prefix and every
     loop depth are compared together and several fused loops per rank variable are
