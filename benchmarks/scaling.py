@@ -67,7 +67,7 @@ def main() -> None:
             print(
                 f"{'':>8}  several fused loops per variable: {fs.templates_bounded} templates "
                 f"bounded, {fs.templates_searched} searched, {fs.rows_added} rows added, "
-                f"{fs.seconds:.2f} s",
+                f"{st.seconds['full space']:.2f} s",
                 flush=True,
             )
     if 8 in per and max(per) > 8:

@@ -188,17 +188,18 @@ def map_workload(
         found = _pick(joins, objective)
         if found:
             best = _objective_value(found[0][0], found[0][1], "energy")
+            t_check = time.perf_counter()
             stats.full_space = check_full_space(
                 spec, wl, tables_config(spec, plan), table_groups(wl, arch, plan), tables,
                 order_list, best, jobs,
             )  # fmt: skip
-            stats.seconds["full space"] = stats.full_space.seconds
+            stats.seconds["full space"] = time.perf_counter() - t_check
             if stats.full_space.rows_added:
                 joins = _capped_joins(
                     best, order_list, tables, deferred, stats, join_args, progress
                 )
     stats.seconds["join"] = time.perf_counter() - t - stats.seconds.get("hosting pmappings", 0.0)
-    stats.seconds["join"] -= stats.full_space.seconds if stats.full_space else 0.0
+    stats.seconds["join"] -= stats.seconds.get("full space", 0.0)
     if deferred is not None or stats.full_space:  # the tables hold more rows now
         stats.pmappings = {n: len(tab) for n, tab in tables.items()}
         stats.templates = {n: tab.stats.templates for n, tab in tables.items()}

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import time
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -57,7 +56,6 @@ class FullSpaceCheck:
     templates_bounded: int = 0  # templates whose floor was worked out
     templates_searched: int = 0  # of those (and hosting ones), searched again in full
     rows_added: int = 0
-    seconds: float = 0.0
 
     def as_dict(self) -> dict[str, float]:
         """Plain numbers, for JSON."""
@@ -85,7 +83,6 @@ def check_full_space(
     """Add to ``tables`` every pmapping with several fused loops per rank variable that
     may be part of a mapping of energy below ``best`` (``groups``: table's Einsum ->
     Einsums sharing it, renamed)."""
-    start = time.perf_counter()
     check = FullSpaceCheck()
     full = replace(config, fused_loops_once=False)
     bases = sorted(groups)
@@ -104,7 +101,6 @@ def check_full_space(
             merged = merge_tables(tables[b], table)
             for name in groups[b]:
                 tables[name] = merged if name == b else renamed_table(merged, b, name, wl)
-    check.seconds = time.perf_counter() - start
     return check
 
 
