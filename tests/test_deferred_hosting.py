@@ -16,10 +16,11 @@ import numpy as np
 import pytest
 
 from fusemap.mapper import ffm
-from fusemap.mapper.deferred_hosting import base_key, marked, merge_tables
+from fusemap.mapper.deferred_hosting import base_key, merge_tables
 from fusemap.mapper.dependencies import FusionRules
 from fusemap.mapper.ffm import _orders, fusion_plan, map_workload
 from fusemap.mapper.pmappings import generate_pmappings
+from fusemap.mapper.prefix import marked
 from fusemap.mapper.space import config_from_spec
 from fusemap.spec.arch_eval import ArchEvaluator
 from fusemap.spec.resolve import resolve_workload

@@ -20,7 +20,6 @@ all of them before the unbounded join.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass, field, replace
 
@@ -33,12 +32,7 @@ from .join import Bound
 from .pmappings import PmappingTable, generate_pmappings, template_key
 from .prefix import HOSTING
 from .space import MapperConfig, Template
-from .workers import give_back_memory, quiet_worker_restarts
-
-
-def marked(t: Template) -> bool:
-    """Whether ``t`` has a virtual hosting holder."""
-    return any(h.virtual and h.tensor == HOSTING for h in t.holders)
+from .workers import in_worker, run_tasks
 
 
 def base_key(t: Template) -> tuple:
@@ -115,15 +109,7 @@ class DeferredHosting:
         names = sorted(wanted)
         assert self.config is not None, "generate_tables sets the config"
         args = [(self.spec, n, self.config, wanted[n], limits.current()) for n in names]
-        if self.jobs > 1 and len(names) > 1:
-            from joblib import Parallel, delayed
-
-            with quiet_worker_restarts():
-                done = Parallel(n_jobs=min(self.jobs, len(names)), batch_size=1)(
-                    delayed(_marked_in_worker)(*a) for a in args
-                )
-        else:
-            done = [_marked_in_worker(*a) for a in args]
+        done = run_tasks(self.jobs, _marked_in_worker, args)
         return dict(zip(names, done, strict=True))
 
 
@@ -131,12 +117,8 @@ def _marked_in_worker(
     spec: Spec, einsum: str, config: MapperConfig, temps: list[Template], lim: limits.Limits
 ) -> PmappingTable:
     """The pmappings of the templates ``temps`` (in a worker: the caller's limits)."""
-    limits.configure(**dataclasses.asdict(lim))
-    limits.reset_budget()
-    try:
+    with in_worker(lim):
         return generate_pmappings(spec, einsum, objective="energy", config=config, given=temps)
-    finally:
-        give_back_memory()
 
 
 def renamed_table(table: PmappingTable, base: str, name: str, wl: WorkloadInfo) -> PmappingTable:

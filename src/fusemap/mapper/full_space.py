@@ -29,7 +29,6 @@ floor is at or above its Einsum's least energy, so nothing is searched again.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass, replace
 
@@ -39,11 +38,12 @@ from ..spec import limits
 from ..spec.arch_eval import ArchEvaluator
 from ..spec.resolve import WorkloadInfo
 from ..spec.spec import Spec
-from .deferred_hosting import base_key, marked, merge_tables, renamed_table
-from .pmappings import PmappingTable, generate_pmappings, template_key
+from .deferred_hosting import base_key, merge_tables, renamed_table
+from .pmappings import PmappingTable, empty_table, generate_pmappings, template_key
+from .prefix import marked
 from .space import MapperConfig, Template, fused_positions, templates
 from .suffix import FrontStore
-from .workers import give_back_memory, quiet_worker_restarts
+from .workers import in_worker, run_tasks
 
 GAIN = 1e-9
 """Relative energy below ``best`` a mapping must reach to count as better."""
@@ -62,12 +62,12 @@ class FullSpaceCheck:
         return dict(self.__dict__)
 
 
-def prefix_gaps(t: Template, info_shared: frozenset[str], arch: ArchEvaluator, einsum: str):
-    """Loop gaps above the template's deepest fused node (each holds at most one loop per
-    rank variable)."""
+def _prefix_gaps(t: Template, shared: frozenset[str], arch: ArchEvaluator, einsum: str) -> int:
+    """Loop gaps above the template's deepest fused node (its place; each gap holds at
+    most one loop per rank variable)."""
     flat = arch.flat(einsum, t.compute)
     top = next(c for c in flat.path if c.kind == "memory").name
-    return max(fused_positions(t, info_shared, top), default=-1)
+    return max(fused_positions(t, shared, top), default=-1)
 
 
 def check_full_space(
@@ -87,13 +87,11 @@ def check_full_space(
     full = replace(config, fused_loops_once=False)
     bases = sorted(groups)
     least_once = {b: float(tables[b].energy.min()) for b in bases}
-    floors = _floors(spec, jobs, config, tables, least_once, groups, orders, best, check)
-    least = _least(floors, least_once, groups)
-    allowance = {b: _allowance(groups[b], least, orders, best) for b in bases}
+    floors, allowance = _floors(spec, jobs, config, tables, least_once, groups, orders, best, check)
     known = {b: {**tables[b].floors, **floors[b]} for b in bases}
     wanted = [b for b in bases if _may_gain(b, floors[b], tables[b], allowance[b], config)]
     args = [(spec, b, full, allowance[b], known[b], limits.current()) for b in wanted]
-    made = _run(jobs, _search_in_worker, args) if args else []
+    made = run_tasks(jobs, _search_in_worker, args)
     for b, (table, searched) in zip(wanted, made, strict=True):
         check.templates_searched += searched
         check.rows_added += len(table)
@@ -106,7 +104,8 @@ def check_full_space(
 
 def _floors(spec, jobs, config, tables, least_once, groups, orders, best, check):
     """Per table, per template with two prefix gaps or more: a lower bound of its
-    energy over the whole fused space, exact where it is at most the allowance.
+    energy over the whole fused space, exact where it is at most the allowance; and per
+    table, its allowance.
 
     Branch and bound: the tables come with each template's least energy if at most the
     Einsum's least energy in the default space (above it a template only matters if
@@ -123,18 +122,18 @@ def _floors(spec, jobs, config, tables, least_once, groups, orders, best, check)
             above = math.nextafter(ceiling[b], math.inf)  # cut: no row at or under it
             floors[b].update({k: f if math.isfinite(f) else above for k, f in found.items()})
         least = _least(floors, least_once, groups)
+        allowance = {b: _allowance(groups[b], least, orders, best) for b in bases}
         todo = {}
         for b in bases:
-            allow = _allowance(groups[b], least, orders, best)
             cut = [k for k, f in floors[b].items() if f > ceiling[b]]
-            if cut and allow > ceiling[b]:
-                ceiling[b] = allow
+            if cut and allowance[b] > ceiling[b]:
+                ceiling[b] = allowance[b]
                 todo[b] = cut
         if not todo:
-            return floors
+            return floors, allowance
         names = sorted(todo)
         args = [(spec, b, config, ceiling[b], todo[b], limits.current()) for b in names]
-        got = dict(zip(names, _run(jobs, _floors_in_worker, args), strict=True))
+        got = dict(zip(names, run_tasks(jobs, _floors_in_worker, args), strict=True))
 
 
 def _may_gain(b, floors, table, allowance: float, config: MapperConfig) -> bool:
@@ -170,17 +169,6 @@ def _allowance(names: list[str], least: dict[str, float], orders, best: float) -
     return out
 
 
-def _run(jobs: int, fn, args: list[tuple]) -> list:
-    if jobs > 1 and len(args) > 1:
-        from joblib import Parallel, delayed
-
-        with quiet_worker_restarts():
-            return Parallel(n_jobs=min(jobs, len(args)), batch_size=1)(
-                delayed(fn)(*a) for a in args
-            )
-    return [fn(*a) for a in args]
-
-
 def _deep(spec: Spec, einsum: str, config: MapperConfig, wl=None, arch=None):
     """The Einsum's templates, and which have two gaps or more in their fused prefix."""
     from ..spec.resolve import resolve_workload
@@ -190,7 +178,7 @@ def _deep(spec: Spec, einsum: str, config: MapperConfig, wl=None, arch=None):
     info = wl.einsum(einsum)
     shared, pinned = config.sharing(info, wl)
     temps = templates(info, arch, config, shared=shared, pinned=pinned)
-    deep = [prefix_gaps(t, shared, arch, einsum) >= 2 for t in temps]
+    deep = [_prefix_gaps(t, shared, arch, einsum) >= 2 for t in temps]
     return temps, deep
 
 
@@ -234,12 +222,8 @@ def _floors_in_worker(
     lim: limits.Limits,
 ) -> dict[tuple, float]:
     """:func:`relaxed_floors` in a worker (the caller's limits)."""
-    limits.configure(**dataclasses.asdict(lim))
-    limits.reset_budget()
-    try:
+    with in_worker(lim):
         return relaxed_floors(spec, einsum, config, ceiling, keys)
-    finally:
-        give_back_memory()
 
 
 def _search_in_worker(
@@ -253,9 +237,7 @@ def _search_in_worker(
     """The pmappings within ``allowance`` of the templates with two prefix gaps or more
     whose floor is within it (a hosting template: its unmarked template's floor; none
     known: searched), over the whole fused space; and how many templates that was."""
-    limits.configure(**dataclasses.asdict(lim))
-    limits.reset_budget()
-    try:
+    with in_worker(lim):
         temps, deep = _deep(spec, einsum, full)
         chosen = []
         for t, d in zip(temps, deep, strict=True):
@@ -263,7 +245,7 @@ def _search_in_worker(
             if d and floors.get(key, -math.inf) <= allowance:
                 chosen.append(t)
         if not chosen:
-            return _none(einsum), 0
+            return empty_table(einsum), 0
         table = generate_pmappings(
             spec, einsum, objective="energy", config=full, given=chosen, ceiling=allowance
         )
@@ -272,8 +254,6 @@ def _search_in_worker(
         # Rows with one loop per variable are in the table already (or dominated there).
         keep = (table.energy <= allowance) & split[table.fusion.seq]
         return table.take(np.flatnonzero(keep)), len(chosen)
-    finally:
-        give_back_memory()
 
 
 def splits_a_variable(prefix: tuple) -> bool:
@@ -285,9 +265,3 @@ def splits_a_variable(prefix: tuple) -> bool:
                 return True
             seen.add(token[1])
     return False
-
-
-def _none(einsum: str) -> PmappingTable:
-    from .pmappings import _empty
-
-    return _empty(einsum)

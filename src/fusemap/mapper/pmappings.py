@@ -21,7 +21,7 @@ from ..spec.arch_eval import ArchEvaluator
 from ..spec.resolve import WorkloadInfo
 from .gap_orders import ordered_as_prefix, unbounded_holders, with_gap_orders
 from .pareto import pareto_mask
-from .prefix import HOSTING, Compatibility, PrefixInterner
+from .prefix import Compatibility, PrefixInterner, marked
 from .search import TilingCounts, tile_held_variants_last
 from .signature import tiling_context
 from .space import (
@@ -422,7 +422,7 @@ def _counts(results: list[TemplateResult], keep: np.ndarray) -> dict[str, np.nda
     }
 
 
-def _empty(einsum: str) -> PmappingTable:
+def empty_table(einsum: str) -> PmappingTable:
     empty = np.zeros(0)
     return PmappingTable(einsum, [], empty.astype(int), empty.astype(int), empty, empty, {})
 
@@ -436,7 +436,7 @@ def _combine(
     above it) are never compared: either may be the one a neighbour needs.
     """
     if not results:
-        return _empty(einsum)
+        return empty_table(einsum)
     tmpl, row, energy, latency, res = _stack(results)
     cols = [energy] + ([latency] if objective != "energy" else []) + list(res.values())
     keys: dict[tuple, int] = {}
@@ -482,7 +482,7 @@ def _combine_fused(
     compared on the private reservations of every loop depth (``alone``: the Einsum
     never hosts another Einsum's tensor)."""
     if not results:
-        table = _empty(einsum)
+        table = empty_table(einsum)
         table.fusion = FusionColumns(np.zeros(0, dtype=np.int64), {}, interner, shared, top)
         return table
     tmpl, row, energy, latency, res = _stack(results)
@@ -568,8 +568,7 @@ def _with_relaxed_twins(tilers: list, variants: set[int]) -> tuple[list, set[int
         if i in variants:
             moved.add(len(out))
         out.append(t)
-        hosting = any(h.virtual and h.tensor == HOSTING for h in t.t.holders)
-        if t.p_max >= 2 and not hosting and i not in variants:
+        if t.p_max >= 2 and not marked(t.t) and i not in variants:
             out.append(t.relaxed_twin())
     return out, moved
 

@@ -20,6 +20,11 @@ HOSTING = "@hosting"
 above it are shared with the users of a tensor held tiled across the Einsum."""
 
 
+def marked(template) -> bool:
+    """Whether a template has a virtual hosting holder."""
+    return any(h.virtual and h.tensor == HOSTING for h in template.holders)
+
+
 def canonical(prefix: tuple[Token, ...]) -> tuple[Token, ...]:
     """``prefix`` with each hosting mark first in its run of adjacent backing nodes.
 

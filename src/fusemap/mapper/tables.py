@@ -3,7 +3,6 @@ Einsums equal up to tensor names share one table."""
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING
@@ -12,13 +11,14 @@ from ..spec import limits
 from ..spec.arch_eval import ArchEvaluator
 from ..spec.resolve import WorkloadInfo
 from ..spec.spec import Spec
-from .deferred_hosting import DeferredHosting, marked
+from .deferred_hosting import DeferredHosting
 from .plan import FusionPlan
 from .pmappings import PmappingTable, generate_pmappings
+from .prefix import marked
 from .signature import einsum_signature, tensor_renaming, variable_renaming
 from .space import MapperConfig, config_from_spec
 from .suffix import FrontStore
-from .workers import give_back_memory, quiet_worker_restarts
+from .workers import in_worker, quiet_worker_restarts
 
 if TYPE_CHECKING:
     from .ffm import MapStatistics
@@ -155,13 +155,10 @@ def _generate_kind(
     of their suffix searches). In a worker process (``limits_in_force`` given): the
     caller's limits (``--limit``), a fresh expression budget. ``floors``: each table
     also gets :attr:`PmappingTable.full_floors`."""
-    if limits_in_force is not None:
-        limits.configure(**dataclasses.asdict(limits_in_force))
-        limits.reset_budget()
     only = _unmarked if defer else None
     store = FrontStore() if len(einsums) > 1 else None
     out = []
-    try:
+    with in_worker(limits_in_force):
         for k, einsum in enumerate(einsums):
             if store is not None:
                 store.frozen = k == len(einsums) - 1
@@ -170,11 +167,8 @@ def _generate_kind(
                 only=only, with_floors=defer, fronts=store, full_floors=floors,
             )  # fmt: skip
             out.append(table)
+        del store  # before the memory is given back
         return out
-    finally:
-        del store
-        if limits_in_force is not None:
-            give_back_memory()
 
 
 def _unmarked(index: int, template) -> bool:
