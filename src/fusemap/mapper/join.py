@@ -41,7 +41,7 @@ from ..spec.resolve import WorkloadInfo
 from .dependencies import EMPTY, FusionRules, State
 from .join_rows import Group, join_pairs
 from .pareto import pareto_mask
-from .pmappings import PmappingTable
+from .pmappings import PmappingTable, result_tiles
 from .prefix import Compatibility
 from .space import HOSTING, top_memory
 from .terms import tile_values
@@ -147,6 +147,7 @@ def join(
         pairs: list[tuple[Group, _Piece]] = []
         dest: list[tuple[Key, State, Exposure]] = []
         adds: list[list[tuple[str, int, float]]] = []
+        live_keys: dict[tuple, Key] = {}
         for (key, state, exposure), g in groups.items():
             live = {c.tensor: c for c in key}
             if any(t not in live for t in earlier):
@@ -163,7 +164,10 @@ def join(
                 if nexposure is None:
                     continue  # a copy of a tensor on another user's path (module doc)
                 pairs.append((g, p))
-                dest.append((_live_key(live, p.compat, j, accessors), nstate, nexposure))
+                lk = (key, id(p.compat))  # p.compat: one dict per prefix, alive all step
+                if lk not in live_keys:
+                    live_keys[lk] = _live_key(live, p.compat, j, accessors)
+                dest.append((live_keys[lk], nstate, nexposure))
                 adds.append(p.shared_adds + hosted.adds(held, p.b_prev))
         joined = join_pairs(pairs, dest, tables[name], memories, adds)
         if bound is not None:  # before pruning: the cut rows need not be compared
@@ -201,8 +205,10 @@ def _pieces(
     needed = np.unique(inverse[rows])
     if match is not None:
         tensors, wanted = frozenset(match[0]), match[1]
-        compat = fusion.interner.compatibility
-        joins = [compat(int(seqs[k]), tensors, fusion.top) in wanted for k in needed.tolist()]
+        joins = [
+            tuple(c for c in _compat(table, int(seqs[k])) if c.tensor in tensors) in wanted
+            for k in needed.tolist()
+        ]
         needed = needed[np.array(joins, dtype=bool)]
         rows = rows[np.isin(inverse[rows], needed)]
         if len(rows) == 0:
@@ -241,7 +247,7 @@ def _prefix_place(j, seq, table, info, arch, workload, accessors, memories, bits
     """One fused prefix's compatibility and place in the order: (compat, b_prev, b_next,
     loops, fused backing reservations, loops above its hosting mark or None)."""
     fusion = table.fusion
-    compat = {c.tensor: c for c in fusion.interner.compatibility(seq, fusion.shared, fusion.top)}
+    compat = {c.tensor: c for c in _compat(table, seq)}
     fused = {t: c for t, c in compat.items() if c.backing != fusion.top[t]}
     b_prev = max((c.depth for t, c in fused.items() if accessors[t][0] < j), default=0)
     b_next = max((c.depth for t, c in fused.items() if accessors[t][-1] > j), default=0)
@@ -261,6 +267,18 @@ def _prefix_place(j, seq, table, info, arch, workload, accessors, memories, bits
     mark = next((k for k, t in enumerate(tokens) if t[0] == "back" and t[1] == HOSTING), None)
     hosting = None if mark is None else sum(t[0] == "loop" for t in tokens[:mark])
     return compat, b_prev, b_next, loops, adds, hosting
+
+
+def _compat(table: PmappingTable, seq: int) -> tuple[Compatibility, ...]:
+    """The compatibility of one fused prefix of the table, per shared tensor (sorted).
+    Cached on the table: every join (order, cap) asks again."""
+    cache = table.__dict__.setdefault("_compat_cache", {})
+    got = cache.get(seq)
+    if got is None:
+        fusion = table.fusion
+        assert fusion is not None
+        got = cache[seq] = fusion.interner.compatibility(seq, fusion.shared, fusion.top)
+    return got
 
 
 def _copy_levels(table: PmappingTable, tensors: list[str]) -> np.ndarray:
@@ -286,10 +304,11 @@ def _copy_levels_of(table: PmappingTable, tensors: list[str]) -> dict[str, np.nd
     out = {t: np.zeros(len(table), dtype=np.int64) for t in tensors}
     if not tensors:
         return out
-    for k, res in enumerate(table.results):
+    for k in range(len(table.results)):
         mine = np.nonzero(table.template == k)[0]
         if len(mine) == 0:
             continue
+        res = result_tiles(table.results, k)
         holders = res.template.holders
         top_level = holders[0].level
         seen = [
@@ -428,7 +447,7 @@ def _backing_bits(info, tensor: str, c: Compatibility, table: PmappingTable, arc
     for var, tile in c.loops:
         sizes[var] = np.array([tile])
     values = float(tile_values(projection_terms(info, tensor), sizes)[0])
-    res = table.results[0].template
+    res = result_tiles(table.results, 0).template
     comp = arch.flat(info.name, res.compute).component(c.backing)
     return values * comp.value_bits(tensor, workload.tensors[tensor].bits_per_value)
 
@@ -471,10 +490,11 @@ def _prune(merged: dict[tuple, Group], objective: str, epsilon: float = 0.0) -> 
     sizes = [len(b) for b in blocks]
     keep = pareto_mask(np.repeat(np.arange(len(blocks)), sizes), crit)
     ends = np.cumsum(sizes).tolist()
-    return {
-        k: g.take(keep[end - n : end])
-        for (k, g), n, end in zip(merged.items(), sizes, ends, strict=True)
-    }
+    out = {}
+    for (k, g), n, end in zip(merged.items(), sizes, ends, strict=True):
+        mask = keep[end - n : end]
+        out[k] = g if mask.all() else g.take(mask)
+    return out
 
 
 @dataclass
@@ -529,6 +549,8 @@ class Bound:
         energy = g.energy + self.least_energy[j + 1 :].sum()
         latency = g.latency + self.least_latency[j + 1 :].sum()
         keep = self._within(self._value(energy, latency))
+        if keep.all():
+            return g
         return g.take(keep) if keep.any() else None
 
     def energy_allowance(self, j: int) -> float:

@@ -147,23 +147,26 @@ class PmappingTable:
         """The same table for an identical Einsum with other tensor (and rank variable)
         names."""
         var = variables or {}
-        interner = self.fusion.interner if self.fusion is not None else None
+        seqs = _SeqRenamer(self.fusion.interner, tensors, var) if self.fusion else None
 
         def rename(r: TemplateResult) -> TemplateResult:
             out = renamed_result(r, einsum, tensors, var)
-            if r.seq is not None and interner is not None:
-                out.seq = _renamed_seq(interner, r.seq, tensors, var)
+            if r.seq is not None and seqs is not None:
+                out.seq = seqs(r.seq)
             return out
 
         fusion = self.fusion
         if fusion is not None:
+            assert seqs is not None
             fusion = replace(
                 fusion,
-                seq=_renamed_seq(fusion.interner, fusion.seq, tensors, var),
+                seq=seqs(fusion.seq),
                 shared=frozenset(tensors[t] for t in fusion.shared),
                 top={tensors[t]: m for t, m in fusion.top.items()},
             )
-        results = RenamedResults(self.results, rename)
+        results = RenamedResults(
+            self.results, rename, lambda r: renamed_result(r, einsum, tensors, var)
+        )
         return replace(self, einsum=einsum, results=results, fusion=fusion)  # type: ignore[arg-type]
 
     def compatibility(self, i: int, shared: frozenset[str]) -> list[Compatibility]:
@@ -176,8 +179,13 @@ class RenamedResults(Sequence):
     join reads only the table's arrays, and renaming every result up front cost a few
     megabytes per Einsum (gigabytes for a chain of a thousand)."""
 
-    def __init__(self, base: Sequence[TemplateResult], rename: Any) -> None:
-        self._base, self._rename = base, rename
+    def __init__(self, base: Sequence[TemplateResult], rename: Any, tiles: Any) -> None:
+        self._base, self._rename, self._tiles = base, rename, tiles
+
+    def tiles(self, k: int) -> TemplateResult:
+        """Result ``k`` renamed but for its fused prefixes (``seq``: the base's ids), for
+        readers of its template and tile shapes only: renaming prefixes costs."""
+        return self._tiles(self._base[k])
 
     def __len__(self) -> int:
         return len(self._base)
@@ -188,19 +196,36 @@ class RenamedResults(Sequence):
         return self._rename(self._base[k])
 
 
-def _renamed_seq(
-    interner: PrefixInterner, seq: np.ndarray, tensors: dict[str, str], var: dict[str, str]
-) -> np.ndarray:
-    """Fused prefixes with tensor and rank variable names replaced."""
-    uniq, inverse = np.unique(seq, return_inverse=True)
-    new = []
-    for i in uniq:
-        toks = tuple(
-            (k, tensors[a], b) if k == "back" else (k, var.get(a, a), b)
-            for k, a, b in interner.prefixes[int(i)]
-        )
-        new.append(interner.intern(toks))
-    return np.array(new, dtype=np.int64)[inverse.ravel()]
+def result_tiles(results: Sequence[TemplateResult], k: int) -> TemplateResult:
+    """Result ``k`` of a table's results, for its template and tile shapes only (its
+    ``seq`` may be another table's ids: see :meth:`RenamedResults.tiles`)."""
+    return results.tiles(k) if isinstance(results, RenamedResults) else results[k]
+
+
+class _SeqRenamer:
+    """Fused prefix ids with tensor and rank variable names replaced. Each prefix is
+    renamed once: a renamed table's results are renamed whenever they are looked at
+    (:class:`RenamedResults`), and the join looks at all of them."""
+
+    def __init__(self, interner: PrefixInterner, tensors: dict[str, str], var: dict[str, str]):
+        self.interner, self.tensors, self.var = interner, tensors, var
+        self._ids: dict[int, int] = {}
+
+    def _one(self, i: int) -> int:
+        got = self._ids.get(i)
+        if got is None:
+            t, v = self.tensors, self.var
+            toks = tuple(
+                (k, t[a], b) if k == "back" else (k, v.get(a, a), b)
+                for k, a, b in self.interner.prefixes[i]
+            )
+            got = self._ids[i] = self.interner.intern(toks)
+        return got
+
+    def __call__(self, seq: np.ndarray) -> np.ndarray:
+        uniq, inverse = np.unique(seq, return_inverse=True)
+        new = np.array([self._one(i) for i in uniq.tolist()], dtype=np.int64)
+        return new[inverse.ravel()]
 
 
 def compatibility_of(mapping: M.Mapping, shared: frozenset[str]) -> list[Compatibility]:

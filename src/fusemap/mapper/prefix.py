@@ -9,7 +9,7 @@ search interns prefixes as integers so it can keep rows of different prefixes ap
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -48,9 +48,9 @@ def canonical(prefix: tuple[Token, ...]) -> tuple[Token, ...]:
     return tuple(out)
 
 
-@dataclass(frozen=True)
-class Compatibility:
-    """What a pmapping exchanges with its neighbours through one shared tensor."""
+class Compatibility(NamedTuple):
+    """What a pmapping exchanges with its neighbours through one shared tensor (a named
+    tuple: the join hashes and compares millions of them)."""
 
     tensor: str
     backing: str
@@ -75,7 +75,9 @@ class PrefixInterner:
 
     def intern(self, prefix: tuple[Token, ...]) -> int:
         """The id of ``prefix`` (new ids for new prefixes; see :func:`canonical`)."""
-        prefix = canonical(prefix)
+        return self._intern_canonical(canonical(prefix))
+
+    def _intern_canonical(self, prefix: tuple[Token, ...]) -> int:
         got = self._ids.get(prefix)
         if got is None:
             got = self._ids[prefix] = len(self.prefixes)
@@ -104,7 +106,13 @@ class PrefixInterner:
         key = (parent, tokens)
         got = self._children.get(key)
         if got is None:
-            got = self._children[key] = self.intern(self.prefixes[parent] + tokens)
+            whole = self.prefixes[parent] + tokens
+            # A canonical prefix followed by tokens without a hosting mark is canonical
+            # (a mark first in its run of nodes stays first when nodes are appended).
+            plain = all(t[1] != HOSTING for t in tokens)
+            got = self._children[key] = (
+                self._intern_canonical(whole) if plain else self.intern(whole)
+            )
         return got
 
     def compatibility(
@@ -114,12 +122,12 @@ class PrefixInterner:
         memory backing each shared tensor when it is not fused)."""
         loops: list[tuple[str, int]] = []
         fused: dict[str, Compatibility] = {}
-        for tok in self.prefixes[seq]:
-            if tok[0] == "loop":
-                loops.append((tok[1], tok[2]))
+        for kind, a, b in self.prefixes[seq]:
+            if kind == "loop":
+                loops.append((a, b))
             else:
-                fused[tok[1]] = Compatibility(tok[1], tok[2], tuple(loops))
-        return tuple(fused.get(t, Compatibility(t, top[t], ())) for t in sorted(shared))
+                fused[a] = Compatibility(a, b, tuple(loops))
+        return tuple(fused.get(t) or Compatibility(t, top[t], ()) for t in sorted(shared))
 
     def depth(self, seq: int) -> int:
         """Loops above the deepest fused backing node."""
