@@ -1,10 +1,11 @@
 """Several fused loops per rank variable. The default search splits each shared rank
 variable once above fused nodes; on this chain of three matmuls the optimum splits ``m``
 over two fused loops (T1 under ``m``:32; T2 under ``m``:32, ``m``:16, ``n2``:4), 7% below
-the best mapping with one loop per variable. With the energy objective the mapper bounds
-every template with two loop gaps above its deepest fused node over the whole space
-(``full_space.py``) and searches those that may beat the answer, so the default finds
-it; ``false`` searches the whole space from the start (docs/ffm.md)."""
+the best mapping with one loop per variable (EDP: 7%). With the energy, latency and EDP
+objectives the mapper bounds every template with two loop gaps above its deepest fused
+node over the whole space (``full_space.py``) and searches those that may beat the
+answer, so the default finds it; ``false`` searches the whole space from the start
+(docs/ffm.md)."""
 
 from __future__ import annotations
 
@@ -42,10 +43,51 @@ def test_several_fused_loops_per_rank_variable_are_found_by_default(tmp_path):
     assert ONE_LOOP_NOTE not in default.notes + several.notes
 
 
-def test_the_latency_objective_says_it_searched_one_loop_per_variable(tmp_path):
-    out = _map(tmp_path, True, "latency")
+EDP_ONCE_ONLY = 3.229421142e-09  # measured 2026-11-24 (one loop per variable)
+EDP_OPTIMUM = 3.002324746e-09  # measured 2026-11-24 (fused_loops_once: false)
+
+
+def test_the_edp_objective_finds_several_fused_loops_per_variable_too(tmp_path):
+    default = _map(tmp_path, True, "edp")
+    several = _map(tmp_path, False, "edp")
+    for out in (default, several):
+        r = out.best.result
+        assert r.energy * r.latency == pytest.approx(EDP_OPTIMUM, rel=1e-9)
+    assert EDP_OPTIMUM < EDP_ONCE_ONLY * (1 - 0.05)
+    check = default.statistics.full_space
+    assert check is not None and check.templates_searched > 0 and check.rows_added > 0
+    assert ONE_LOOP_NOTE not in default.notes
+
+
+def test_the_latency_objective_is_checked_over_the_whole_space(tmp_path):
+    default = _map(tmp_path, True, "latency")
+    several = _map(tmp_path, False, "latency")
+    assert default.statistics.full_space is not None
+    assert default.statistics.full_space.templates_bounded > 0
+    assert ONE_LOOP_NOTE not in default.notes
+    assert default.best.result.latency == pytest.approx(several.best.result.latency, rel=1e-9)
+
+
+def test_the_pareto_front_says_it_searched_one_loop_per_variable(tmp_path):
+    out = _map(tmp_path, True, "pareto")
     assert ONE_LOOP_NOTE in out.notes
     assert out.statistics.full_space is None
+
+
+def test_a_row_cut_completes_rows_with_the_others_least():
+    """Hand-computed: the others' least energy 2 and latency 3, best found 20."""
+    from fusemap.mapper.full_space import RowCut
+
+    edp = RowCut("edp", 20.0, rest_energy=2.0, rest_latency=3.0)
+    # (2 + 2) * (2 + 3) = 20: kept; (3 + 2) * (1 + 3) = 20: kept; (3 + 2) * (2 + 3) = 25: cut.
+    assert edp.keeps([2.0, 3.0, 3.0], [2.0, 1.0, 2.0]).tolist() == [True, True, False]
+    assert edp.energy_ceiling() == pytest.approx(20.0 / 3.0 - 2.0)  # latency at least 3
+    lat = RowCut("latency", 20.0, rest_energy=2.0, rest_latency=3.0)
+    assert lat.keeps([100.0, 1.0], [17.0, 17.5]).tolist() == [True, False]
+    assert lat.energy_ceiling() == math.inf
+    energy = RowCut("energy", 5.0)  # an allowance: the others already taken off
+    assert energy.keeps([5.0, 5.5], [0.0, 0.0]).tolist() == [True, False]
+    assert energy.energy_ceiling() == 5.0
 
 
 def test_nothing_is_searched_again_when_no_template_can_beat_the_answer(tmp_path):

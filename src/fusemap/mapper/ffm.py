@@ -146,7 +146,7 @@ def map_workload(
     notes = [line for info in wl.einsums for line in check_einsum(info, wl, arch)]
     plan = fusion_plan(wl, order_list)
     one_loop = config.fused_loops_once and len(wl.einsums) > 1 and bool(plan.fusable)
-    checks_full_space = one_loop and objective == "energy"  # else said in a note
+    checks_full_space = one_loop and objective != "pareto"  # else said in a note
     if one_loop and not checks_full_space:
         notes.append(ONE_LOOP_NOTE)
     deferred = None
@@ -187,11 +187,11 @@ def map_workload(
     if checks_full_space:
         found = _pick(joins, objective)
         if found:
-            best = _objective_value(found[0][0], found[0][1], "energy")
+            best = _objective_value(found[0][0], found[0][1], objective)
             t_check = time.perf_counter()
             stats.full_space = check_full_space(
                 spec, wl, tables_config(spec, plan), table_groups(wl, arch, plan), tables,
-                order_list, best, jobs,
+                order_list, best, jobs, objective,
             )  # fmt: skip
             stats.seconds["full space"] = time.perf_counter() - t_check
             if stats.full_space.rows_added:
@@ -247,11 +247,12 @@ def _capped_joins(cap, order_list, tables, deferred, stats, join_args, progress)
 
 ONE_LOOP_NOTE = (
     "searched one fused loop per rank variable (mapper.fused_loops_once: true, the default); "
-    "splitting a shared rank over several fused loops can pay: with the energy objective "
-    "the mapper checks it, with this one false searches it (slower; docs/ffm.md)"
+    "splitting a shared rank over several fused loops can pay: with the energy, latency and "
+    "EDP objectives the mapper checks it, with the Pareto front false searches it (slower; "
+    "docs/ffm.md)"
 )
-"""Said on fused mappings of the latency and EDP objectives: the space searched by
-default is not the whole one (the energy objective's answer is checked over it)."""
+"""Said on fused Pareto fronts: the space searched by default is not the whole one (a
+single objective's answer is checked over it)."""
 
 DEFER_HOSTING = True
 """Energy objective: tile hosting templates only when a capped join may need them

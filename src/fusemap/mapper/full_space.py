@@ -3,8 +3,8 @@
 The default search (``mapper: {fused_loops_once: true}``) splits each rank variable at
 most once above fused nodes. Splitting it again can pay (``docs/ffm.md``, "Several
 fused loops per rank variable"), and searching every such split for every template is
-far too slow (GPT-3 at 2048 tokens ran out of memory). With the energy objective this
-module makes the answer exact anyway, by a bound:
+far too slow (GPT-3 at 2048 tokens ran out of memory). This module makes the answer
+exact anyway, by a bound (energy objective; latency and EDP below):
 
 * only a template with a loop gap above its deepest fused node and another gap above
   that (two gaps in its fused prefix, ``depth >= 2``) has splits the default search
@@ -25,6 +25,10 @@ module makes the answer exact anyway, by a bound:
 The templates within their allowance are searched over the whole fused space, their
 rows within the allowance are added, and the capped join runs again. On GPT-3 every
 floor is at or above its Einsum's least energy, so nothing is searched again.
+
+Latency and EDP objectives: the same with both floors, least energy and least latency
+(the twins then run without the energy branch and bound, so the floors are exact), and
+a :class:`RowCut` in place of the allowance.
 """
 
 from __future__ import annotations
@@ -70,6 +74,35 @@ def _prefix_gaps(t: Template, shared: frozenset[str], arch: ArchEvaluator, einsu
     return max(fused_positions(t, shared, top), default=-1)
 
 
+@dataclass(frozen=True)
+class RowCut:
+    """Which pmappings of one Einsum may be part of a better mapping: completed with the
+    least energy and latency of every other Einsum (``rest_*``; objectives add up along
+    the order), their objective is at most ``limit`` (the best found, less ``GAIN``)."""
+
+    objective: str  # energy | latency | edp
+    limit: float
+    rest_energy: float = 0.0
+    rest_latency: float = 0.0
+
+    def keeps(self, energy, latency):
+        """Whether rows (or floors) of these energies and latencies may do better."""
+        e = np.asarray(energy) + self.rest_energy
+        lat = np.asarray(latency) + self.rest_latency
+        value = e if self.objective == "energy" else lat if self.objective == "latency" else e * lat
+        return value <= self.limit
+
+    def energy_ceiling(self) -> float:
+        """Most energy such a row may have (the tile search's branch and bound): with EDP,
+        ``(E + rest_energy) * rest_latency`` is at most ``limit`` (latencies are
+        positive)."""
+        if self.objective == "energy":
+            return self.limit - self.rest_energy
+        if self.objective == "edp" and self.rest_latency > 0:
+            return self.limit / self.rest_latency - self.rest_energy
+        return math.inf
+
+
 def check_full_space(
     spec: Spec,
     wl: WorkloadInfo,
@@ -79,18 +112,20 @@ def check_full_space(
     orders: list[list[str]],
     best: float,
     jobs: int,
+    objective: str = "energy",
 ) -> FullSpaceCheck:
     """Add to ``tables`` every pmapping with several fused loops per rank variable that
-    may be part of a mapping of energy below ``best`` (``groups``: table's Einsum ->
+    may be part of a mapping of objective below ``best`` (``groups``: table's Einsum ->
     Einsums sharing it, renamed)."""
     check = FullSpaceCheck()
+    if objective == "energy":
+        cuts, excluded, wanted = _energy_cuts(
+            spec, jobs, config, tables, groups, orders, best, check
+        )
+    else:
+        cuts, excluded, wanted = _objective_cuts(objective, config, tables, groups, best, check)
     full = replace(config, fused_loops_once=False)
-    bases = sorted(groups)
-    least_once = {b: float(tables[b].energy.min()) for b in bases}
-    floors, allowance = _floors(spec, jobs, config, tables, least_once, groups, orders, best, check)
-    known = {b: {**tables[b].floors, **floors[b]} for b in bases}
-    wanted = [b for b in bases if _may_gain(b, floors[b], tables[b], allowance[b], config)]
-    args = [(spec, b, full, allowance[b], known[b], limits.current()) for b in wanted]
+    args = [(spec, b, full, cuts[b], excluded[b], limits.current()) for b in wanted]
     made = run_tasks(jobs, _search_in_worker, args)
     for b, (table, searched) in zip(wanted, made, strict=True):
         check.templates_searched += searched
@@ -100,6 +135,47 @@ def check_full_space(
             for name in groups[b]:
                 tables[name] = merged if name == b else renamed_table(merged, b, name, wl)
     return check
+
+
+def _energy_cuts(spec, jobs, config, tables, groups, orders, best, check):
+    """Energy objective: per table, its cut (allowance), the templates whose floor is
+    above it, and the tables with a template within it."""
+    bases = sorted(groups)
+    least_once = {b: float(tables[b].energy.min()) for b in bases}
+    floors, allowance = _floors(spec, jobs, config, tables, least_once, groups, orders, best, check)
+    known = {b: {**tables[b].floors, **floors[b]} for b in bases}
+    wanted = [b for b in bases if _may_gain(b, floors[b], tables[b], allowance[b], config)]
+    cuts = {b: RowCut("energy", allowance[b]) for b in bases}  # the others already in
+    excluded = {b: {k for k, f in known[b].items() if f > allowance[b]} for b in bases}
+    return cuts, excluded, wanted
+
+
+def _objective_cuts(objective, config, tables, groups, best, check):
+    """Latency and EDP objectives: per table, its cut, the templates whose floors (least
+    energy and latency over the whole fused space, exact: the twins ran without a
+    ceiling) are outside it, and the tables with a template inside it. A hosting
+    template costs no less than its unmarked template."""
+    bases = sorted(groups)
+    floors = {
+        b: {k: (f, tables[b].full_floors_latency[k]) for k, f in tables[b].full_floors.items()}
+        for b in bases
+    }
+    low_e, low_l = {}, {}
+    for b in bases:
+        check.templates_bounded += len(floors[b])
+        e = min([float(tables[b].energy.min()), *(f[0] for f in floors[b].values())])
+        lat = min([float(tables[b].latency.min()), *(f[1] for f in floors[b].values())])
+        for name in groups[b]:
+            low_e[name], low_l[name] = e, lat
+    total_e, total_l = sum(low_e.values()), sum(low_l.values())
+    cuts, excluded, wanted = {}, {}, []
+    for b in bases:
+        n = groups[b][0]
+        cuts[b] = RowCut(objective, best * (1 - GAIN), total_e - low_e[n], total_l - low_l[n])
+        excluded[b] = {k for k, (e, lat) in floors[b].items() if not cuts[b].keeps(e, lat)}
+        if len(excluded[b]) < len(floors[b]) or config.host_loops.get(b):
+            wanted.append(b)
+    return cuts, excluded, wanted
 
 
 def _floors(spec, jobs, config, tables, least_once, groups, orders, best, check):
@@ -230,29 +306,31 @@ def _search_in_worker(
     spec: Spec,
     einsum: str,
     full: MapperConfig,
-    allowance: float,
-    floors: dict[tuple, float],
+    cut: RowCut,
+    excluded: set[tuple],
     lim: limits.Limits,
 ) -> tuple[PmappingTable, int]:
-    """The pmappings within ``allowance`` of the templates with two prefix gaps or more
-    whose floor is within it (a hosting template: its unmarked template's floor; none
-    known: searched), over the whole fused space; and how many templates that was."""
+    """The pmappings ``cut`` keeps of the templates with two prefix gaps or more not
+    ``excluded`` by their floor (a hosting template: by its unmarked template's),
+    over the whole fused space; and how many templates that was."""
     with in_worker(lim):
         temps, deep = _deep(spec, einsum, full)
         chosen = []
         for t, d in zip(temps, deep, strict=True):
             key = base_key(t) if marked(t) else template_key(t)
-            if d and floors.get(key, -math.inf) <= allowance:
+            if d and key not in excluded:
                 chosen.append(t)
         if not chosen:
             return empty_table(einsum), 0
+        objective = "energy" if cut.objective == "energy" else "all"
         table = generate_pmappings(
-            spec, einsum, objective="energy", config=full, given=chosen, ceiling=allowance
-        )
+            spec, einsum, objective=objective, config=full, given=chosen,
+            ceiling=cut.energy_ceiling(),
+        )  # fmt: skip
         assert table.fusion is not None
         split = np.array([splits_a_variable(p) for p in table.fusion.interner.prefixes])
         # Rows with one loop per variable are in the table already (or dominated there).
-        keep = (table.energy <= allowance) & split[table.fusion.seq]
+        keep = cut.keeps(table.energy, table.latency) & split[table.fusion.seq]
         return table.take(np.flatnonzero(keep)), len(chosen)
 
 

@@ -8,6 +8,7 @@ turns any row into a LoopTree.
 
 from __future__ import annotations
 
+import math
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -103,6 +104,9 @@ class PmappingTable:
     energy over the whole fused space if at most ``full_ceiling``, else +inf
     (:mod:`fusemap.mapper.full_space`; empty when not asked)."""
     full_ceiling: float = -np.inf
+    full_floors_latency: dict[tuple, float] = field(default_factory=dict)
+    """Latency and EDP objectives: per template of :attr:`full_floors` (then exact, no
+    ceiling), its least latency over the whole fused space."""
 
     def __len__(self) -> int:
         return len(self.energy)
@@ -368,7 +372,7 @@ def generate_pmappings(
     for t in tilers:
         t.ceiling = ceiling
     if full_floors:  # each twin right after its template: their fronts are alive together
-        tilers, variants = _with_relaxed_twins(tilers, variants)
+        tilers, variants = _with_relaxed_twins(tilers, variants, objective == "energy")
     counts = TilingCounts()
     finished = [0]
 
@@ -389,6 +393,8 @@ def generate_pmappings(
     floors = least_energy_by_template(done, tilers) if with_floors else {}
     own = [float(r.energy.min()) for r in done if r.rows]  # relaxed only: the ceiling given
     full_ceiling = min(own) if own else float(ceiling)
+    if objective != "energy":
+        full_ceiling = np.inf  # twins searched without the energy branch and bound
     kept = [(r, tiler) for r, tiler in zip(done, tilers, strict=True) if r.rows]
     results = [r for r, _ in kept]
     if config.fusion:
@@ -418,6 +424,8 @@ def generate_pmappings(
     if relaxed:
         table.full_ceiling = full_ceiling
         table.full_floors = {k: _floor_under(r, full_ceiling) for k, r in relaxed.items()}
+        if objective != "energy":
+            table.full_floors_latency = {k: _least_latency(r) for k, r in relaxed.items()}
     table.skipped = skipped if with_floors else []
     stats.pareto = len(table)
     stats.seconds = time.perf_counter() - start
@@ -585,7 +593,9 @@ def held_amounts(
     return options
 
 
-def _with_relaxed_twins(tilers: list, variants: set[int]) -> tuple[list, set[int]]:
+def _with_relaxed_twins(
+    tilers: list, variants: set[int], bounded: bool = True
+) -> tuple[list, set[int]]:
     """``tilers`` with a relaxed twin (:meth:`TemplateTiler.relaxed_twin`) right after
     each unmarked one with two loop gaps or more above its deepest fused node."""
     out, moved = [], set()
@@ -594,7 +604,7 @@ def _with_relaxed_twins(tilers: list, variants: set[int]) -> tuple[list, set[int
             moved.add(len(out))
         out.append(t)
         if t.p_max >= 2 and not marked(t.t) and i not in variants:
-            out.append(t.relaxed_twin())
+            out.append(t.relaxed_twin(bounded))
     return out, moved
 
 
@@ -605,6 +615,15 @@ def _floor_under(result: TemplateResult, ceiling: float) -> float:
         return np.inf
     least = float(result.energy.min())
     return least if least <= ceiling * (1 + 1e-9) else np.inf
+
+
+def _least_latency(result: TemplateResult) -> float:
+    """A relaxed twin's least latency (+inf: no row; -inf, bounding nothing, if a
+    latency was left unknown)."""
+    if not result.rows:
+        return np.inf
+    least = float(result.latency.min())
+    return -np.inf if math.isnan(least) else least
 
 
 def _peak_mb() -> float:

@@ -112,7 +112,8 @@ def tile_templates(
 def _ceiling(best: dict[tuple, float], members: list[TemplateTiler], least: float) -> float:
     """Most energy so far a row of a stage shared by ``members`` may have: the best
     finished energy (templates that fuse nothing, :attr:`TemplateTiler.alone`) or each
-    template's own :attr:`TemplateTiler.ceiling` (a relaxed one's: at most ``least``),
+    template's own :attr:`TemplateTiler.ceiling` (a relaxed one's, with the energy
+    objective: at most ``least``),
     less the compute leaf's energy (energy so far + the leaf's <= the final energy:
     costs add up)."""
     bound = best.get(members[0].held_key, np.inf)
@@ -120,7 +121,8 @@ def _ceiling(best: dict[tuple, float], members: list[TemplateTiler], least: floa
     if np.isfinite(bound) and all(t.alone for t in members):
         out = bound * (1 + 1e-9) - min(t.leaf_energy for t in members)
     own = max(
-        min(t.ceiling, least if t.relaxed else np.inf) * (1 + 1e-9) - t.leaf_energy for t in members
+        min(t.ceiling, least if t.bounded_by_least else np.inf) * (1 + 1e-9) - t.leaf_energy
+        for t in members
     )
     return min(out, own)
 

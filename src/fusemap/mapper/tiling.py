@@ -93,6 +93,7 @@ class TemplateTiler(NodeCosts):
         self.held = dict(held or {})
         self.fusion = config.fusion
         self.relaxed = config.relaxed_prefixes
+        self.bounded_by_least = self.relaxed  # see relaxed_twin
         self.ceiling = math.inf
         """Energy above which a row is of no use (branch and bound; set by the caller)."""
         self.once = config.fused_loops_once and not self.relaxed
@@ -232,11 +233,14 @@ class TemplateTiler(NodeCosts):
             used[key] = used.get(key, 1) * s.trips
         return used
 
-    def relaxed_twin(self) -> TemplateTiler:
+    def relaxed_twin(self, bounded: bool = True) -> TemplateTiler:
         """This tiler with relaxed prefixes (``MapperConfig.relaxed_prefixes``): rows of
-        every prefix compared together, several fused loops per rank variable."""
+        every prefix compared together, several fused loops per rank variable.
+        ``bounded`` (energy objective): rows above the Einsum's least energy so far are
+        of no use (:func:`fusemap.mapper.search.tile_templates`)."""
         twin = copy.copy(self)
         twin.relaxed, twin.once = True, False
+        twin.bounded_by_least = bounded
         twin.interner = ForgetfulInterner()
         return twin
 
