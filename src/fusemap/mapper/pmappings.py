@@ -153,8 +153,11 @@ class PmappingTable:
         var = variables or {}
         seqs = _SeqRenamer(self.fusion.interner, tensors, var) if self.fusion else None
 
+        def tiles(r: TemplateResult) -> TemplateResult:
+            return renamed_result(r, einsum, tensors, var)
+
         def rename(r: TemplateResult) -> TemplateResult:
-            out = renamed_result(r, einsum, tensors, var)
+            out = tiles(r)
             if r.seq is not None and seqs is not None:
                 out.seq = seqs(r.seq)
             return out
@@ -168,9 +171,7 @@ class PmappingTable:
                 shared=frozenset(tensors[t] for t in fusion.shared),
                 top={tensors[t]: m for t, m in fusion.top.items()},
             )
-        results = RenamedResults(
-            self.results, rename, lambda r: renamed_result(r, einsum, tensors, var)
-        )
+        results = RenamedResults(self.results, rename, tiles)
         return replace(self, einsum=einsum, results=results, fusion=fusion)  # type: ignore[arg-type]
 
     def compatibility(self, i: int, shared: frozenset[str]) -> list[Compatibility]:
