@@ -41,8 +41,9 @@ from ..spec.resolve import WorkloadInfo
 from .dependencies import EMPTY, FusionRules, State
 from .join_rows import Group, join_pairs
 from .pareto import pareto_mask
-from .pmappings import PmappingTable, result_tiles
+from .pmappings import PmappingTable
 from .prefix import Compatibility
+from .renamed import result_tiles
 from .space import HOSTING, top_memory
 from .terms import tile_values
 

@@ -11,9 +11,8 @@ from __future__ import annotations
 import math
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 import numpy as np
 
@@ -23,6 +22,7 @@ from ..spec.resolve import WorkloadInfo
 from .gap_orders import ordered_as_prefix, unbounded_holders, with_gap_orders
 from .pareto import pareto_mask
 from .prefix import Compatibility, PrefixInterner, marked
+from .renamed import RenamedResults, SeqRenamer
 from .search import TilingCounts, tile_held_variants_last
 from .signature import tiling_context
 from .space import (
@@ -151,7 +151,7 @@ class PmappingTable:
         """The same table for an identical Einsum with other tensor (and rank variable)
         names."""
         var = variables or {}
-        seqs = _SeqRenamer(self.fusion.interner, tensors, var) if self.fusion else None
+        seqs = SeqRenamer(self.fusion.interner, tensors, var) if self.fusion else None
 
         def tiles(r: TemplateResult) -> TemplateResult:
             return renamed_result(r, einsum, tensors, var)
@@ -177,60 +177,6 @@ class PmappingTable:
     def compatibility(self, i: int, shared: frozenset[str]) -> list[Compatibility]:
         """Per shared tensor of the Einsum: backing memory and the loops above it."""
         return compatibility_of(self.mapping(i), shared)
-
-
-class RenamedResults(Sequence):
-    """The template results of an identical Einsum's table, renamed when looked at: the
-    join reads only the table's arrays, and renaming every result up front cost a few
-    megabytes per Einsum (gigabytes for a chain of a thousand)."""
-
-    def __init__(self, base: Sequence[TemplateResult], rename: Any, tiles: Any) -> None:
-        self._base, self._rename, self._tiles = base, rename, tiles
-
-    def tiles(self, k: int) -> TemplateResult:
-        """Result ``k`` renamed but for its fused prefixes (``seq``: the base's ids), for
-        readers of its template and tile shapes only: renaming prefixes costs."""
-        return self._tiles(self._base[k])
-
-    def __len__(self) -> int:
-        return len(self._base)
-
-    def __getitem__(self, k: Any) -> Any:
-        if isinstance(k, slice):
-            return [self._rename(r) for r in self._base[k]]
-        return self._rename(self._base[k])
-
-
-def result_tiles(results: Sequence[TemplateResult], k: int) -> TemplateResult:
-    """Result ``k`` of a table's results, for its template and tile shapes only (its
-    ``seq`` may be another table's ids: see :meth:`RenamedResults.tiles`)."""
-    return results.tiles(k) if isinstance(results, RenamedResults) else results[k]
-
-
-class _SeqRenamer:
-    """Fused prefix ids with tensor and rank variable names replaced. Each prefix is
-    renamed once: a renamed table's results are renamed whenever they are looked at
-    (:class:`RenamedResults`), and the join looks at all of them."""
-
-    def __init__(self, interner: PrefixInterner, tensors: dict[str, str], var: dict[str, str]):
-        self.interner, self.tensors, self.var = interner, tensors, var
-        self._ids: dict[int, int] = {}
-
-    def _one(self, i: int) -> int:
-        got = self._ids.get(i)
-        if got is None:
-            t, v = self.tensors, self.var
-            toks = tuple(
-                (k, t[a], b) if k == "back" else (k, v.get(a, a), b)
-                for k, a, b in self.interner.prefixes[i]
-            )
-            got = self._ids[i] = self.interner.intern(toks)
-        return got
-
-    def __call__(self, seq: np.ndarray) -> np.ndarray:
-        uniq, inverse = np.unique(seq, return_inverse=True)
-        new = np.array([self._one(i) for i in uniq.tolist()], dtype=np.int64)
-        return new[inverse.ravel()]
 
 
 def compatibility_of(mapping: M.Mapping, shared: frozenset[str]) -> list[Compatibility]:
