@@ -9,7 +9,9 @@ same way) and the single Einsums that do not (the rest of their own chain). The 
 memory's backing nodes sit at the root. Every Einsum's root-to-leaf chain is exactly its
 pmapping, other Einsums' nodes aside, so the model counts it the same: the join never
 pairs a pmapping keeping its own copy of a tensor above a loop it shares with another
-user of that tensor (that copy would be on the other user's path too; see join.py).
+user of that tensor (that copy would be on the other user's path too; see join.py),
+unless both keep the same copy there (a shared copy, ``copies.py``): the run's gap
+then holds it once, where the first of them puts it.
 """
 
 from __future__ import annotations
@@ -106,15 +108,29 @@ def _build(members, d, rests, share, fused) -> list[M.MappingNode]:
             children.append(rests[j][starts[j] :])
             continue
         head: list[M.MappingNode] = []
+        kept: set[tuple[str, str]] = set()
         for j in run:
             nodes = rests[j]
             stop = _loop_index(nodes, d + 1) - 1
-            head += nodes[starts[j] : stop]
+            for node in nodes[starts[j] : stop]:
+                key = _copy_key(node)
+                if key is not None and key in kept:
+                    continue  # a copy an earlier user keeps here too: one node for both
+                if key is not None:
+                    kept.add(key)
+                head.append(node)
         loop = rests[run[0]][_loop_index(rests[run[0]], d + 1) - 1]
         children.append(head + [loop] + _build(run, d + 1, rests, share, fused))
     if len(children) == 1:
         return common + children[0]
     return common + [M.Sequential(nodes=[M.Nested(nodes=c) for c in children])]
+
+
+def _copy_key(node: M.MappingNode) -> tuple[str, str] | None:
+    """(tensor, memory) of a one-tensor storage node (None for anything else)."""
+    if isinstance(node, M.Storage) and len(node.tensors) == 1:
+        return (node.tensors[0], node.component)
+    return None
 
 
 def _is_fused_at(node: M.MappingNode, fused: dict[str, tuple[int, str]], d: int) -> bool:

@@ -26,7 +26,8 @@ user shares), kept under ``e`` loops, would also be a holder of that tensor for 
 other user sharing loop ``e + 1``: its chain would no longer be its pmapping (another
 level of data movement, a reservation that is no longer lowered), and neither the
 energy nor the capacity the join counted would be the model's. Such pairs are never
-formed (:func:`_exposed`; groups are also keyed by the tensors exposed on open levels).
+formed (:func:`_exposed`; groups are also keyed by the tensors exposed on open levels),
+unless both keep the same copy there: a shared copy (:mod:`.copies`), reserved once.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ import numpy as np
 from ..model.reuse import projection_terms
 from ..spec.arch_eval import ArchEvaluator
 from ..spec.resolve import WorkloadInfo
+from .copies import copy_levels, same_view
 from .dependencies import EMPTY, FusionRules, State
 from .join_rows import Group, join_pairs
 from .pareto import pareto_mask
@@ -48,9 +50,14 @@ from .space import HOSTING, top_memory
 from .terms import tile_values
 
 Key = tuple[Compatibility, ...]
-Exposure = tuple[tuple[str, int, int], ...]
-"""Per tensor still to be used: (tensor, shallowest open level a user keeps a copy of it
-above (0: none), deepest open level shared with one of its users so far)."""
+Copies = tuple[tuple[int, str, int, int], ...]
+"""Shared copies of a tensor (:mod:`.copies`), sorted: (level, memory, depth of the
+reservation, loops its owner shares with what follows: least over the boundaries since).
+A piece's own copies have the last item 0."""
+Exposure = tuple[tuple[str, int, int, Copies], ...]
+"""Per tensor still to be used: (tensor, shallowest open level a user keeps a private copy
+of it above (0: none), deepest open level shared with one of its users so far, the shared
+copies on open levels)."""
 
 
 @dataclass
@@ -64,11 +71,14 @@ class _Piece:
     loops: tuple[tuple[str, int], ...]  # the fused prefix's loops, root first
     shared_adds: list[tuple[str, int, float]]  # (memory, level, bits) of fused backings
     exposed: dict[str, int] = field(default_factory=dict)
-    """Tensor used by another Einsum -> shallowest open level ``e + 1`` of a copy of it
-    kept under ``e`` loops (levels deeper than ``max(b_prev, b_next)`` left out)."""
+    """Tensor used by another Einsum -> shallowest open level ``e + 1`` of a private copy
+    of it kept under ``e`` loops (levels deeper than the prefix's loops left out)."""
     hosting: int | None = None
     """Loops above the pmapping's virtual hosting holder (None: it has none): what it
     shares with the users of a tensor it holds tiled, and nothing else."""
+    copies: dict[str, Copies] = field(default_factory=dict)
+    """Tensor used by another Einsum -> its shareable copies (:mod:`.copies`) on levels
+    within the prefix's loops."""
 
 
 @dataclass
@@ -121,6 +131,8 @@ def join(
     stats = JoinStats()
     top = top_memory(arch, order[0])
     hosted = _Hosted(tables, workload, arch, accessors, order, memories)
+    shareable = same_view(workload, accessors, order)
+    copy_bits: dict[tuple, float] = {}
     groups: dict[tuple[Key, State, Exposure], Group] = {
         ((), EMPTY, ()): Group(
             np.zeros(1), np.zeros(1), np.zeros((1, 0), dtype=np.int64),
@@ -141,7 +153,7 @@ def join(
             if all(t in live for t in earlier)
         }
         pieces = _pieces(j, order, tables[name], workload, arch, accessors, memories, allowed,
-                         (earlier, wanted))  # fmt: skip
+                         (earlier, wanted), shareable)  # fmt: skip
         by_match: dict[tuple, list[_Piece]] = {}
         for p in pieces:
             by_match.setdefault(tuple(p.compat[t] for t in earlier), []).append(p)
@@ -164,12 +176,14 @@ def join(
                 nexposure = _exposed(exposure, p, j, order, workload, accessors)
                 if nexposure is None:
                     continue  # a copy of a tensor on another user's path (module doc)
+                shared = _shared_adds(exposure, p, tables[name], workload, arch, memories,
+                                      copy_bits)  # fmt: skip
                 pairs.append((g, p))
                 lk = (key, id(p.compat))  # p.compat: one dict per prefix, alive all step
                 if lk not in live_keys:
                     live_keys[lk] = _live_key(live, p.compat, j, accessors)
                 dest.append((live_keys[lk], nstate, nexposure))
-                adds.append(p.shared_adds + hosted.adds(held, p.b_prev))
+                adds.append(p.shared_adds + hosted.adds(held, p.b_prev) + shared)
         joined = join_pairs(pairs, dest, tables[name], memories, adds)
         if bound is not None:  # before pruning: the cut rows need not be compared
             before = sum(len(g.energy) for g in joined.values())
@@ -188,7 +202,16 @@ def join(
 
 
 def _pieces(
-    j, order, table, workload, arch, accessors, memories, allowed=None, match=None
+    j,
+    order,
+    table,
+    workload,
+    arch,
+    accessors,
+    memories,
+    allowed=None,
+    match=None,
+    shareable: set | frozenset = frozenset(),
 ) -> list[_Piece]:
     """Group one table's rows by compatibility and work out their place in the order
     (only the ``allowed`` rows, when given; with ``match = (tensors, wanted)``, only the
@@ -197,7 +220,8 @@ def _pieces(
     assert fusion is not None, "the join needs pmappings generated with fusion on"
     info = workload.einsum(order[j])
     multi = sorted(t for t in info.tensors if len(accessors[t]) > 1)
-    levels = _copy_levels(table, multi)  # (tensors, rows)
+    later = {t for t in multi if accessors[t][0] < j}
+    copies = copy_levels(table, info, multi, set(shareable), later)
     seqs, first, inverse = np.unique(fusion.seq, return_index=True, return_inverse=True)
     inverse = inverse.ravel()
     rows = np.arange(len(inverse)) if allowed is None else np.flatnonzero(allowed)
@@ -226,22 +250,46 @@ def _pieces(
     deepest = np.zeros(len(seqs), dtype=np.int64)
     for k, m in meta.items():
         deepest[k] = len(m[3])
-    row_deepest = deepest[inverse]
-    pattern = np.where(levels <= row_deepest, levels, 0)  # (tensors, rows)
-    radix = int(levels.max()) + 1 if levels.size else 1
-    weights = radix ** np.arange(len(multi) - 1, -1, -1, dtype=np.int64)  # first: major
+    row_deepest = deepest[inverse[rows]]
+    levels = np.concatenate([copies.private[:, rows], copies.shared[:, rows]])
+    pattern = np.where(levels <= row_deepest, levels, 0)  # (tensors + shared copies, rows)
+    n_shared = len(copies.shared_keys)
+    depths = np.where(pattern[len(multi) :] > 0, copies.depth[:, rows], 0)
+    pattern = np.concatenate([pattern, depths])
     rank = np.empty(len(seqs), dtype=np.int64)  # prefixes in order of their first row
     rank[np.argsort(first, kind="stable")] = np.arange(len(seqs))
-    key = rank[inverse] * radix ** len(multi) + weights @ pattern
-    rows = rows[np.argsort(key[rows], kind="stable")]  # each piece's rows stay in order
-    starts = np.flatnonzero(np.diff(key[rows], prepend=-1))
+    piece = _lexicographic_ids(np.concatenate([rank[inverse[rows]][None, :], pattern]))
+    order_rows = np.argsort(piece, kind="stable")  # each piece's rows stay in order
+    rows, pattern, piece = rows[order_rows], pattern[:, order_rows], piece[order_rows]
+    starts = np.flatnonzero(np.diff(piece, prepend=-1))
     out = []
-    for idx in np.split(rows, starts[1:]):
+    n_private = len(multi)
+    for s0, idx in zip(starts.tolist(), np.split(rows, starts[1:]), strict=True):
         compat, b_prev, b_next, loops, adds, hosting = meta[inverse[idx[0]]]
-        pat = pattern[:, idx[0]].tolist()
-        exposed = {t: e for t, e in zip(multi, pat, strict=True) if e > 0}
-        out.append(_Piece(idx, compat, b_prev, b_next, loops, adds, exposed, hosting))
+        pat = pattern[:, s0].tolist()
+        exposed = {t: e for t, e in zip(multi, pat[:n_private], strict=True) if e > 0}
+        shared: dict[str, list[tuple[int, str, int, int]]] = {}
+        lv, dp = pat[n_private : n_private + n_shared], pat[n_private + n_shared :]
+        for (t, mem), e, d in zip(copies.shared_keys, lv, dp, strict=True):
+            if e > 0:
+                shared.setdefault(t, []).append((e, mem, d, 0))
+        cps = {t: tuple(sorted(v)) for t, v in shared.items()}
+        out.append(_Piece(idx, compat, b_prev, b_next, loops, adds, exposed, hosting, cps))
     return out
+
+
+def _lexicographic_ids(columns: np.ndarray) -> np.ndarray:
+    """(rows,) for a (keys, rows) array of non-negative integers: ids in the
+    lexicographic order of the rows' keys (first key major); one int64 key when the mixed
+    radix fits (the usual case, much faster than a unique over rows)."""
+    radix = [int(c.max()) + 1 if c.size else 1 for c in columns]
+    if float(np.prod(np.array(radix, dtype=np.float64))) < 2.0**62:
+        key = np.zeros(columns.shape[1], dtype=np.int64)
+        for c, r in zip(columns, radix, strict=True):
+            key = key * r + c
+        return key
+    _, ids = np.unique(columns.T, axis=0, return_inverse=True)
+    return ids.ravel()
 
 
 def _prefix_place(j, seq, table, info, arch, workload, accessors, memories, bits_of) -> tuple:
@@ -282,79 +330,6 @@ def _compat(table: PmappingTable, seq: int) -> tuple[Compatibility, ...]:
     return got
 
 
-def _copy_levels(table: PmappingTable, tensors: list[str]) -> np.ndarray:
-    """(tensors, rows): ``e + 1`` for the shallowest node of the tensor under ``e`` loops
-    that other users would see (0: none), i.e. every node but the top-memory backing
-    nodes at the root and the fused backing nodes (shared by all users). Cached on the
-    table (the join runs once per order, twice with the dirty pass)."""
-    cache = table.__dict__.setdefault("_copy_levels_cache", {})
-    key = tuple(tensors)
-    if key not in cache:
-        levels = _copy_levels_of(table, tensors)
-        cache[key] = (
-            np.stack([levels[t] for t in tensors])
-            if tensors
-            else np.zeros((0, len(table)), dtype=np.int64)
-        )
-    return cache[key]
-
-
-def _copy_levels_of(table: PmappingTable, tensors: list[str]) -> dict[str, np.ndarray]:
-    fusion = table.fusion
-    assert fusion is not None
-    out = {t: np.zeros(len(table), dtype=np.int64) for t in tensors}
-    if not tensors:
-        return out
-    for k in range(len(table.results)):
-        mine = np.nonzero(table.template == k)[0]
-        if len(mine) == 0:
-            continue
-        res = result_tiles(table.results, k)
-        holders = res.template.holders
-        top_level = holders[0].level
-        seen = [
-            j
-            for j, h in enumerate(holders)
-            if h.tensor in out
-            and not (h.backing and h.level != top_level and h.tensor in fusion.shared)
-        ]
-        if not seen:
-            continue
-        above = _loops_above(res, table.row[mine])
-        lead = 0  # the leading top-memory nodes go to the root
-        while (
-            lead < len(holders)
-            and holders[lead].backing
-            and not holders[lead].virtual
-            and holders[lead].level == top_level
-        ):
-            lead += 1
-        for j in seen:
-            level = above[:, j] + 1
-            if j < lead:
-                level = np.where(above[:, j] == 0, 0, level)
-            cur = out[holders[j].tensor][mine]
-            out[holders[j].tensor][mine] = np.where(
-                (level > 0) & ((cur == 0) | (level < cur)), level, cur
-            )
-    return out
-
-
-def _loops_above(res, rows: np.ndarray) -> np.ndarray:
-    """(rows, holders): temporal loops above each storage node of the template."""
-    n = len(res.stage_mids)
-    per_gap = np.zeros((len(rows), n), dtype=np.int64)
-    r = np.asarray(rows, dtype=np.int64)
-    for j in range(n, 0, -1):
-        mid = res.stage_mids[j - 1][r]
-        r = res.stage_parents[j - 1][r]
-        here = res.stage_sizes[j - 1][r]
-        per_gap[:, j - 1] = (mid < here).sum(axis=1)
-    above = np.zeros((len(rows), n), dtype=np.int64)
-    above[:, 1:] = np.cumsum(per_gap, axis=1)[:, :-1]
-    return above
-
-
 def _exposed(
     exposure: Exposure, p: _Piece, j: int, order: list[str], workload, accessors
 ) -> Exposure | None:
@@ -364,32 +339,68 @@ def _exposed(
     A copy kept under ``e`` loops is on the path of every Einsum sharing loop ``e + 1``
     with its owner: a later user conflicts while that level stays open (every boundary
     since shares it); a copy of the new Einsum conflicts with an earlier user sharing
-    its level."""
+    its level. Shared copies (:mod:`.copies`) are the exception: every user sharing the
+    level keeps the same ones there."""
     uses = workload.einsum(order[j]).tensors
-    state = {t: (lo, hi) for t, lo, hi in exposure}
+    state = {t: (lo, hi, cps) for t, lo, hi, cps in exposure}
     for t in uses:
         if len(accessors[t]) < 2:
             continue
-        lo, hi = state.get(t, (0, 0))
+        lo, hi, cps = state.get(t, (0, 0, ()))
         mine = p.exposed.get(t, 0)
         if lo > 0 or 0 < mine <= hi:
             return None
+        own = _on_path(p, t, hi)
+        if {c[:2] for c in own} != {c[:2] for c in cps}:
+            return None  # not the same copies where they share a path
+        if any(c[:3] == o[:3] and c[2] == c[3] for c in cps for o in own):
+            return None  # one reservation anchored at their last shared loop
+
     b = p.b_next
     out = []
     for t in sorted(set(state) | {t for t in uses if len(accessors[t]) > 1}):
         if accessors[t][-1] <= j:
             continue  # no later user
-        lo, hi = state.get(t, (0, 0))
+        lo, hi, cps = state.get(t, (0, 0, ()))
         if t in uses:
             mine = p.exposed.get(t, 0)
             lo = mine if lo == 0 or 0 < mine < lo else lo
             hi = b
+            cps = cps + tuple((lv, m, d, b) for lv, m, d, _ in p.copies.get(t, ()))
         else:
             hi = min(hi, b)
         lo = lo if 0 < lo <= b else 0
+        cps = tuple(sorted({(lv, m, d, min(s, b)) for lv, m, d, s in cps if lv <= b}))
         if lo or hi:
-            out.append((t, lo, hi))
+            out.append((t, lo, hi, cps))
     return tuple(out)
+
+
+def _on_path(p: _Piece, t: str, hi: int) -> Copies:
+    """``p``'s shared copies of ``t`` on the path of an earlier user sharing ``hi`` loops."""
+    return tuple(c for c in p.copies.get(t, ()) if c[0] <= hi)
+
+
+def _shared_adds(
+    exposure: Exposure, p: _Piece, table, workload, arch, memories, bits_of: dict
+) -> list[tuple[str, int, float]]:
+    """(memory, level, -bits) of the shared copies ``p`` keeps where an earlier user
+    already reserved them: the model reserves a shared copy once (:mod:`.copies`), and
+    ``p``'s own reservations (its rows' buckets) count it again."""
+    out = []
+    info = workload.einsum(table.einsum)
+    for t, _, hi, cps in exposure:
+        if t not in info.tensors:
+            continue
+        earlier = {c[:3] for c in cps if c[2] < c[3]}  # keys p's path still shares
+        for level, mem, depth, _ in _on_path(p, t, hi):
+            if mem not in memories or (level, mem, depth) not in earlier:
+                continue
+            c = Compatibility(t, mem, p.loops[:depth])
+            if c not in bits_of:
+                bits_of[c] = _backing_bits(info, t, c, table, arch, workload)
+            out.append((mem, depth + 1, -bits_of[c]))
+    return out
 
 
 def _as_host(p: _Piece, held: list[Compatibility]) -> _Piece | None:

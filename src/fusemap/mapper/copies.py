@@ -1,0 +1,192 @@
+"""Where a pmapping keeps its own copies of tensors that other Einsums also use.
+
+A node above loop ``e + 1`` of the fused prefix sits on the path of every Einsum that
+shares that loop (the assembled LoopTree has one path there). So a copy of a tensor
+other Einsums use, kept under ``e`` loops (its *level* is ``e + 1``), is also a holder
+for each other user sharing loop ``e + 1``. The join allows that in one case only: the
+other user keeps the *same* copy there (same memory, same level), so the assembled tree
+has one node that is exactly each user's own (a *shared copy*). Each chain then sees
+the same node with the same loops above it, so the same counts; the assembly puts the
+first user's nodes of a gap first, so the conditions below keep every chain's order:
+
+* the tensor has the same projection in every user (the same loops cut the same tile)
+  and is not persistent (a persistent tile is reserved for every instance);
+* no spatial loop above the copy or at the end of its gap (a spatial loop moves in the
+  tensor's view of the chain);
+* for a user that is not the tensor's first in the order: in its gap, the copy is the
+  first node that is not a fused backing node, and every fused backing node of the gap
+  comes before it (the assembly puts those first, then the first user's nodes).
+
+The copy's reservation is lowered through its gap as in each pmapping alone: to *depth*
+``d`` (loops above the reservation point). Two users with the same depth make one
+reservation in the model (same node, same anchor), which the join adds once
+(``join._shared_adds``), unless ``d`` is the last loop they share: the model's
+reservation then also lives for the Einsums between them, which the join's levels
+cannot say, so such pairs are not formed. Every other copy of such a tensor is
+*private*: the join never pairs it with another user sharing the loop below it
+(:func:`fusemap.mapper.join._exposed`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..model.reuse import projection_terms
+from ..spec.resolve import EinsumInfo, WorkloadInfo
+from .renamed import result_tiles
+
+
+@dataclass(frozen=True)
+class CopyLevels:
+    """Per row of a table: its copies of the tensors other Einsums use."""
+
+    private: np.ndarray  # (tensors, rows): level of the shallowest private copy (0: none)
+    shared: np.ndarray  # (len(shared_keys), rows): level of the shareable copy (0: none)
+    depth: np.ndarray  # (len(shared_keys), rows): loops above its reservation point
+    shared_keys: tuple[tuple[str, str], ...]  # (tensor, memory) of each row of ``shared``
+
+
+def same_view(workload: WorkloadInfo, accessors: dict[str, list[int]], order: list[str]) -> set:
+    """Tensors every user projects alike (and none keeps persistent): their copies may be
+    shared."""
+    out = set()
+    for t, users in accessors.items():
+        if len(users) < 2:
+            continue
+        infos = [workload.einsum(order[u]) for u in users]
+        if any(t in i.persistent for i in infos):
+            continue
+        first = projection_terms(infos[0], t)
+        if all(projection_terms(i, t) == first for i in infos[1:]):
+            out.add(t)
+    return out
+
+
+def copy_levels(
+    table, info: EinsumInfo, tensors: list[str], shareable: set, later: set
+) -> CopyLevels:
+    """The copies of ``tensors`` in every row of ``table``; ``shareable``: tensors whose
+    copies may be shared, ``later``: those an Einsum before this one uses (cached on the
+    table: the join runs once per order and cap)."""
+    cache = table.__dict__.setdefault("_copy_levels_cache", {})
+    mine = set(tensors)
+    key = (tuple(tensors), tuple(sorted(shareable & mine)), tuple(sorted(later & mine)))
+    if key not in cache:
+        cache[key] = _copy_levels_of(table, info, tensors, shareable & mine, later & mine)
+    return cache[key]
+
+
+def _copy_levels_of(
+    table, info: EinsumInfo, tensors: list[str], shareable: set, later: set
+) -> CopyLevels:
+    fusion = table.fusion
+    assert fusion is not None
+    n = len(table)
+    private = {t: np.zeros(n, dtype=np.int64) for t in tensors}
+    shared: dict[tuple[str, str], np.ndarray] = {}
+    depth: dict[tuple[str, str], np.ndarray] = {}
+    for k in range(len(table.results)):
+        mine = np.nonzero(table.template == k)[0]
+        if len(mine) == 0 or not tensors:
+            continue
+        res = result_tiles(table.results, k)
+        holders = res.template.holders
+        top_level = holders[0].level
+        seen = [
+            j
+            for j, h in enumerate(holders)
+            if h.tensor in private
+            and not (h.backing and h.level != top_level and h.tensor in fusion.shared)
+        ]
+        if not seen:
+            continue
+        looped = _gap_loops(res, table.row[mine])  # (rows, gaps, vars)
+        above = np.zeros((len(mine), len(holders)), dtype=np.int64)
+        above[:, 1:] = np.cumsum(looped.sum(axis=2), axis=1)[:, : len(holders) - 1]
+        lead = 0  # the leading top-memory nodes go to the root
+        while (
+            lead < len(holders)
+            and holders[lead].backing
+            and not holders[lead].virtual
+            and holders[lead].level == top_level
+        ):
+            lead += 1
+        ok = _shareable(res, holders, above, shareable, later, fusion, top_level, lead)
+        for j in seen:
+            h = holders[j]
+            level = above[:, j] + 1
+            if j < lead:
+                level = np.where(above[:, j] == 0, 0, level)
+            share = ok.get(j, np.zeros(len(mine), dtype=bool)) & (level > 0)
+            if share.any():
+                col = shared.setdefault((h.tensor, h.component), np.zeros(n, dtype=np.int64))
+                col[mine] = np.where(share, level, col[mine])
+                dep = depth.setdefault((h.tensor, h.component), np.zeros(n, dtype=np.int64))
+                dep[mine] = np.where(
+                    share, above[:, j] + _passed(info, h.tensor, res, looped[:, j]), dep[mine]
+                )
+            level = np.where(share, 0, level)
+            cur = private[h.tensor][mine]
+            private[h.tensor][mine] = np.where(
+                (level > 0) & ((cur == 0) | (level < cur)), level, cur
+            )
+    keys = tuple(sorted(shared))
+    return CopyLevels(
+        np.stack([private[t] for t in tensors]) if tensors else np.zeros((0, n), np.int64),
+        np.stack([shared[k] for k in keys]) if keys else np.zeros((0, n), np.int64),
+        np.stack([depth[k] for k in keys]) if keys else np.zeros((0, n), np.int64),
+        keys,
+    )
+
+
+def _passed(info: EinsumInfo, tensor: str, res, looped: np.ndarray) -> np.ndarray:
+    """(rows,) loops of a gap a non-backing node's reservation is lowered past: every
+    relevant one, then the first partially relevant one (the gap's canonical order)."""
+    kinds = [info.relevance(tensor, v) for v in res.variables]
+    rel = np.array([k == "relevant" for k in kinds], dtype=bool)
+    part = np.array([k == "partial" for k in kinds], dtype=bool)
+    return looped[:, rel].sum(axis=1) + looped[:, part].any(axis=1)
+
+
+def _shareable(res, holders, above, shareable, later, fusion, top_level, lead) -> dict:
+    """Per holder: (rows,) whether it is a copy the other users may share (module doc)."""
+    rows = above.shape[0]
+    first_spatial = min((s.slot for s in res.template.spatial), default=len(holders) + 1)
+    fused = [
+        h.backing and h.level != top_level and h.tensor in fusion.shared and not h.virtual
+        for h in holders
+    ]
+    out: dict[int, np.ndarray] = {}
+    for j, h in enumerate(holders):
+        if h.tensor not in shareable or h.virtual or h.backing or j < lead:
+            continue
+        if first_spatial <= j + 1:
+            continue
+        cand = np.ones(rows, dtype=bool)
+        if h.tensor in later:
+            for i, g in enumerate(holders):
+                if i == j or g.virtual or i < lead:
+                    continue
+                same = above[:, i] == above[:, j]
+                if i < j and not fused[i]:
+                    cand &= ~same  # another node of its own before it in the gap
+                if i > j and fused[i]:
+                    cand &= ~same  # a fused backing node after it in the gap
+        out[j] = cand
+    return out
+
+
+def _gap_loops(res, rows: np.ndarray) -> np.ndarray:
+    """(rows, gaps, vars): whether gap ``j`` (below holder ``j``) has a temporal loop over
+    each rank variable."""
+    n = len(res.stage_mids)
+    out = np.zeros((len(rows), n, len(res.variables)), dtype=bool)
+    r = np.asarray(rows, dtype=np.int64)
+    for j in range(n, 0, -1):
+        mid = res.stage_mids[j - 1][r]
+        r = res.stage_parents[j - 1][r]
+        here = res.stage_sizes[j - 1][r]
+        out[:, j - 1, :] = mid < here
+    return out
