@@ -34,6 +34,12 @@ def _mm(name, a, w, out, k, n, m="m") -> dict:
     return einsum(name, access(a, [m, k]), access(w, [k, n]), access(out, [m, n], output=True))
 
 
+def _product(name, a, b, out) -> dict:
+    """An elementwise product over ``m`` and ``n``."""
+    return einsum(name, access(a, ["m", "n"]), access(b, ["m", "n"]),
+                  access(out, ["m", "n"], output=True))  # fmt: skip
+
+
 def _workload(rng: random.Random, shape: str, largest: int) -> dict:
     """The Einsums of ``shape`` and their rank sizes, each at most ``largest``."""
     small = [2, 2, 3]
@@ -56,24 +62,14 @@ def _workload(rng: random.Random, shape: str, largest: int) -> dict:
         es = [
             _mm("E0", "X", "W0", "A", "k", "n"),
             _mm("E1", "Y", "W1", "B", "k", "n"),
-            einsum(
-                "E2",
-                access("A", ["m", "n"]),
-                access("B", ["m", "n"]),
-                access("C", ["m", "n"], output=True),
-            ),  # fmt: skip
+            _product("E2", "A", "B", "C"),
         ]
     elif shape == "shared_input":  # X is read by E0 and E1, whose outputs E2 multiplies
         b = {"m": rng.choice([2, 3]), "k": 2, "n": rng.choice([2, 3])}
         es = [
             _mm("E0", "X", "W0", "A", "k", "n"),
             _mm("E1", "X", "W1", "B", "k", "n"),
-            einsum(
-                "E2",
-                access("A", ["m", "n"]),
-                access("B", ["m", "n"]),
-                access("C", ["m", "n"], output=True),
-            ),  # fmt: skip
+            _product("E2", "A", "B", "C"),
         ]
     else:  # a matmul, then an elementwise product with a third tensor
         b = {"m": rng.choice([2, 3, 4]), "k": 2, "n": rng.choice([2, 3, 4])}
