@@ -1,5 +1,9 @@
-"""Loop orders of prefix gaps (mapper/gap_orders.py): which orders are added, and that
-a row with another order is the LoopTree the join assembles.
+"""Loop orders of prefix gaps (mapper/gap_orders.py): which orders are added, what
+each changes, and that a row with another order is the LoopTree the join assembles.
+
+Every order of a prefix gap is a row. Below a backing node, a virtual holder or an
+untracked memory they cost the same; below a lowered node an order that passes fewer
+loops reserves the larger tile it stops at, one depth shallower per loop not passed.
 
 Hand cases: a chain ``A = X * W`` (m, k, n), ``B = A * S`` (m, n) with ``A`` fused in a
 buffer. ``B``'s only gap above ``A`` sits below DRAM backing nodes (unbounded), so the
@@ -10,13 +14,14 @@ else it cannot meet an ``A = X * W`` that keeps its own ``W`` between ``n`` and 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
 from fusemap.mapper.ffm import map_workload
-from fusemap.mapper.gap_orders import _orders, _segments, ordered_as_prefix
+from fusemap.mapper.gap_orders import GapContext, _gap_options, _passed, ordered_as_prefix
 from fusemap.mapper.space import Holder
 from fusemap.model.evaluate import evaluate_mapping
 from fusemap.spec import mapping as M
@@ -24,41 +29,69 @@ from fusemap.spec.spec import load_spec
 from model_helpers import access, arch, compute_unit, einsum, memory, to_yaml, workload
 
 
-def test_orders_permute_within_segments_only():
-    assert list(_orders([[0, 1]])) == [[1, 0]]
-    assert list(_orders([[0], [1]])) == []
-    got = list(_orders([[0, 1], [2], [3, 4]]))
-    assert got == [[0, 1, 2, 4, 3], [1, 0, 2, 3, 4], [1, 0, 2, 4, 3]]
-    assert len(list(_orders([[0, 1, 2]]))) == 5  # 3! less the canonical one
-
-
 def _result(holders, variables, relevance):
     tmpl = SimpleNamespace(holders=holders)
     return SimpleNamespace(template=tmpl, variables=variables, relevance=relevance)
 
 
-def test_segments_follow_the_relevance_to_the_node_above():
-    w_gb = Holder("W", "GB", 1, False)
-    res = _result(
-        (Holder("W", "DRAM", 0, True), w_gb),
-        ["k", "m", "n"],
-        {"W": {"k": "relevant", "m": "irrelevant", "n": "relevant"}},
-    )
-    # Gap 0 (below DRAM, unbounded) loops m, n: free. Gap 1 (below W in GB) loops k, m,
-    # n: canonical k, n (relevant, free among themselves), then m.
-    assert _segments(res, [0b110, 0b111], 5, {0}) == [[0, 1], [2, 3], [4]]
-    # The same gap below a bounded node: m then n would lower W less, so not free.
-    assert _segments(res, [0b110], 2, set()) == [[0], [1]]
+def _ctx(tracked=("GB",), by_depth=("GB",)):
+    """A context whose holders reserve the product of their tile sizes (8 bits each)."""
+
+    def bits(_h, sizes):
+        return 8.0 * np.prod([s for s in sizes.values()], axis=0)
+
+    return GapContext(2, frozenset(tracked), frozenset(by_depth), 7, {"GB": 1e9}, bits)
 
 
-def test_segments_keep_the_first_partially_relevant_loop_in_place():
-    res = _result(
-        (Holder("I", "GB", 1, False),),
-        ["p", "q", "r", "c"],
-        {"I": {"p": "partial", "q": "partial", "r": "partial", "c": "relevant"}},
-    )
-    # Canonical: c (relevant), p (first partial, passed by the lowering), q, r.
-    assert _segments(res, [0b1111], 4, set()) == [[0], [1], [2, 3]]
+W_REL = {"W": {"k": "relevant", "m": "irrelevant", "n": "relevant"}}
+
+
+def test_a_lowered_reservation_passes_leading_relevant_loops_only():
+    res = _result((), ["k", "m", "n"], W_REL)
+    rel = W_REL["W"]
+    assert _passed(res, rel, (0, 2, 1)) == (0, 2)  # k, n, then m stops it
+    assert _passed(res, rel, (1, 0, 2)) == ()  # m first: not lowered at all
+    assert _passed(res, rel, (0, 1, 2)) == (0,)
+    part = _result((), ["p", "q", "c"], {"I": {"p": "partial", "q": "partial", "c": "relevant"}})
+    assert _passed(part, part.relevance["I"], (2, 1, 0)) == (1, 2)  # c, then one partial
+
+
+def test_every_order_below_a_node_that_does_not_lower_costs_the_same():
+    # Below a backing node, a virtual holder or an untracked memory: 3! orders, no change.
+    sizes = (np.array([[2, 4, 6]]), np.array([[1, 2, 3]]))  # one prefix
+    for h, ctx in [
+        (Holder("W", "GB", 1, True), _ctx()),
+        (Holder("@hosting", "GB", 1, False, virtual=True), _ctx()),
+        (Holder("W", "GB", 1, False), _ctx(tracked=())),
+    ]:
+        res = _result((h,), ["k", "m", "n"], W_REL)
+        opts = _gap_options(res, ctx, 0, 0b111, sizes, 0)
+        assert len(opts) == 6 and opts[0].canonical
+        assert all(o.delta == () for o in opts)
+
+
+def _plain(option):
+    """An option with its changes for the one prefix as plain numbers."""
+    delta = tuple((m, c, float(b[0])) for m, c, b in option.delta)
+    return replace(option, delta=delta)
+
+
+def test_an_order_that_lowers_less_reserves_the_larger_tile_shallower():
+    # W[k, n] in GB above loops k (2 -> 1), m (4 -> 2), n (6 -> 3), two loops above.
+    # Canonical k, n, m: W lowered past k and n, tile 1 x 3 (x m's 4: the product of all
+    # sizes here, so 1 * 4 * 3 = 12 values, 96 bits) at depth 2 + 2 = 4.
+    res = _result((Holder("W", "GB", 1, False),), ["k", "m", "n"], W_REL)
+    sizes = (np.array([[2, 4, 6]]), np.array([[1, 2, 3]]))  # one prefix
+    opts = {o.order: _plain(o) for o in _gap_options(res, _ctx(), 0, 0b111, sizes, 2)}
+    assert opts[(0, 2, 1)].canonical
+    assert opts[(2, 0, 1)].delta == ()  # n, k, m: the same loops passed
+    # m first: not lowered, tile 2 * 4 * 6 = 48 values (384 bits) at depth 2.
+    assert opts[(1, 0, 2)].delta == (("GB", 4, -96.0), ("GB", 2, 384.0))
+    # k, m, n: past k only, tile 1 * 4 * 6 = 24 values (192 bits) at depth 3.
+    assert opts[(0, 1, 2)].delta == (("GB", 4, -96.0), ("GB", 3, 192.0))
+    # Not kept by depth: the total grows by the difference.
+    flat = {o.order: _plain(o) for o in _gap_options(res, _ctx(by_depth=()), 0, 0b111, sizes, 2)}
+    assert flat[(1, 0, 2)].delta == (("GB", -1, 288.0),)
 
 
 def test_ordered_as_prefix_rewrites_the_first_loops():

@@ -17,8 +17,9 @@ first user's nodes of a gap first, so the conditions below keep every chain's or
   first node that is not a fused backing node, and every fused backing node of the gap
   comes before it (the assembly puts those first, then the first user's nodes).
 
-The copy's reservation is lowered through its gap as in each pmapping alone: to *depth*
-``d`` (loops above the reservation point). Two users with the same depth make one
+The copy's reservation is lowered through its gap as in each pmapping alone (in the
+order its prefix writes the gap's loops): to *depth* ``d`` (loops above the
+reservation point). Two users with the same depth make one
 reservation in the model (same node, same anchor), which the join adds once
 (``join._shared_adds``), unless ``d`` is the last loop they share: the model's
 reservation then also lives for the Einsums between them, which the join's levels
@@ -124,9 +125,8 @@ def _copy_levels_of(
                 col = shared.setdefault((h.tensor, h.component), np.zeros(n, dtype=np.int64))
                 col[mine] = np.where(share, level, col[mine])
                 dep = depth.setdefault((h.tensor, h.component), np.zeros(n, dtype=np.int64))
-                dep[mine] = np.where(
-                    share, above[:, j] + _passed(info, h.tensor, res, looped[:, j]), dep[mine]
-                )
+                passed = _passed(info, h.tensor, res, looped[:, j], above[:, j], fusion, mine)
+                dep[mine] = np.where(share, above[:, j] + passed, dep[mine])
             level = np.where(share, 0, level)
             cur = private[h.tensor][mine]
             private[h.tensor][mine] = np.where(
@@ -141,13 +141,36 @@ def _copy_levels_of(
     )
 
 
-def _passed(info: EinsumInfo, tensor: str, res, looped: np.ndarray) -> np.ndarray:
-    """(rows,) loops of a gap a non-backing node's reservation is lowered past: every
-    relevant one, then the first partially relevant one (the gap's canonical order)."""
+def _passed(
+    info: EinsumInfo, tensor: str, res, looped: np.ndarray, above: np.ndarray, fusion, rows
+) -> np.ndarray:
+    """(rows,) loops of a gap a non-backing node's reservation is lowered past, in the
+    order the row's fused prefix writes them (:mod:`fusemap.mapper.gap_orders`): the
+    leading relevant ones, then one partially relevant one; an irrelevant one stops it.
+    A gap below the prefix is in the canonical order (relevant loops first)."""
     kinds = [info.relevance(tensor, v) for v in res.variables]
     rel = np.array([k == "relevant" for k in kinds], dtype=bool)
     part = np.array([k == "partial" for k in kinds], dtype=bool)
-    return looped[:, rel].sum(axis=1) + looped[:, part].any(axis=1)
+    out = looped[:, rel].sum(axis=1) + looped[:, part].any(axis=1)
+    n = looped.sum(axis=1)
+    keys = np.stack([fusion.seq[rows], above, n], axis=1)
+    uniq, inverse = np.unique(keys, axis=0, return_inverse=True)
+    found = np.full(len(uniq), -1, dtype=np.int64)
+    for u, (seq, at, count) in enumerate(uniq.tolist()):
+        loops = [t[1] for t in fusion.interner.prefixes[seq] if t[0] == "loop"]
+        if at + count > len(loops):
+            continue  # below the prefix: the canonical order
+        passed = 0
+        for v in loops[at : at + count]:
+            kind = info.relevance(tensor, v)
+            if kind == "irrelevant":
+                break
+            passed += 1
+            if kind == "partial":
+                break
+        found[u] = passed
+    got = found[inverse.ravel()]
+    return np.where(got >= 0, got, out)
 
 
 def _shareable(res, holders, above, shareable, later, fusion, top_level, lead) -> dict:

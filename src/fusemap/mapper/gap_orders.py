@@ -6,91 +6,242 @@ irrelevant (`docs/mapspace.md`). For one Einsum that loses nothing: the model's 
 not depend on the order, only how far the node's reservation is lowered, and the
 canonical order lowers it furthest. In a fused prefix, though, the order is part of the
 compatibility: an Einsum writing ``n`` then ``m`` above a fused tensor cannot meet one
-writing ``m`` then ``n``, though both orders cost either Einsum the same. So for every
-row, each order of its prefix gaps that gives the node above the same reservation
-(same size, same depth) is added as a row of its own, with the same numbers:
+writing ``m`` then ``n``. So every template's rows get, before the table is pruned, a
+row for every order of their prefix gaps, with the same energy and latency and the
+reservation of the node above each gap lowered as that order lowers it:
 
-* below a virtual holder, or a node of an unbounded memory (no reservation tracked),
-  every order of the gap;
-* below any other node, every order of the relevant loops, then the first partially
-  relevant loop, then every order of the rest (lowering passes the relevant loops and
-  the first partially relevant one, whatever their order among themselves).
+* below a virtual holder, a backing node (reserved right under itself), or a node whose
+  memory the search does not track: every order costs the same;
+* below any other node, the reservation passes the order's leading relevant loops and
+  then one partially relevant loop, and stops at the first irrelevant one: an order
+  that passes fewer loops reserves a larger tile, shallower (orders passing the same
+  loops cost the same).
 
-Orders that lower the node above less (larger, shallower reservation) are not added
-(`docs/ffm.md`, "Not done yet").
+Each row's reservations (total and per loop depth) change by the difference, and a row
+that no longer fits its memory is dropped. Within a template, the rows of one prefix
+have the same tiles in that prefix's gaps, so each order changes all of them alike and
+the template's own pruning loses none of them; the table is pruned after (across
+templates), with every order present.
 """
 
 from __future__ import annotations
 
 import itertools
-import math
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 import numpy as np
 
 from ..spec import mapping as M
 from ..spec.errors import FusemapError
-
-if TYPE_CHECKING:
-    from .pmappings import PmappingTable
-    from .template_result import TemplateResult
+from .prefix import PrefixInterner
+from .space import Holder
+from .template_result import TemplateResult
 
 MAX_ORDER_ROWS = 5_000_000
-"""Most rows one table may gain from loop orders (an allocation bound)."""
+"""Most rows one Einsum's templates may gain from loop orders (an allocation bound)."""
 
 _RANK = {"relevant": 0, "partial": 1, "irrelevant": 2}
 
 
-def with_gap_orders(table: PmappingTable, unbounded: dict[int, set[int]]) -> PmappingTable:
-    """``table`` with a row for every equivalent loop order of its prefix gaps.
+@dataclass(frozen=True)
+class GapContext:
+    """What the loop orders of one template's fused prefix depend on (from its search)."""
 
-    ``unbounded[k]``: positions of template ``k``'s holders in memories of unbounded size.
-    Rows are handled per distinct (template, prefix, loops of each gap) pattern.
-    """
-    fusion = table.fusion
-    if fusion is None or len(table) == 0:
-        return table
-    interner = fusion.interner
-    n_loops = np.array([sum(t[0] == "loop" for t in p) for p in interner.prefixes])
-    extra_rows: list[np.ndarray] = []
-    extra_seq: list[np.ndarray] = []
-    total = 0
-    for k in np.unique(table.template).tolist():
-        rows = np.flatnonzero((table.template == k) & (n_loops[fusion.seq] >= 2))
-        if len(rows) == 0:
+    p_max: int  # position of the deepest fused node: gaps above it are in the prefix
+    tracked: frozenset[str]  # memories whose reservations the search tracks
+    by_depth: frozenset[str]  # of those, kept per loop depth (the rows' buckets)
+    depths: int  # per-depth columns (the last one takes every deeper reservation)
+    capacity: dict[str, float]  # what the template may fill of each memory
+    bits: Callable[[Holder, dict[str, np.ndarray]], np.ndarray]  # a holder's tile, in bits
+
+
+@dataclass(frozen=True)
+class _Option:
+    """One order of a gap: the loops (variable indices) and what it changes."""
+
+    order: tuple[int, ...]
+    canonical: bool
+    delta: tuple  # (memory, depth column or -1, bits per prefix) for each change
+
+
+class OrderCounter:
+    """Rows added over an Einsum's templates, against :data:`MAX_ORDER_ROWS`."""
+
+    def __init__(self, einsum: str) -> None:
+        self.einsum, self.total = einsum, 0
+
+    def add(self, n: int) -> None:
+        self.total += n
+        if self.total > MAX_ORDER_ROWS:
+            raise FusemapError(
+                f"Einsum {self.einsum}: more than {MAX_ORDER_ROWS:,} loop orders of fused "
+                "prefixes; use fewer rank variables per shared tensor"
+            )
+
+
+def with_gap_orders(
+    res: TemplateResult, ctx: GapContext, interner: PrefixInterner, counter: OrderCounter
+) -> TemplateResult:
+    """``res`` with a row for every other loop order of its rows' prefix gaps."""
+    if res.seq is None or ctx.p_max < 1 or res.rows == 0:
+        return res
+    rows = np.flatnonzero(interner.loop_counts(res.seq) >= 2)  # two loops or more
+    if len(rows) == 0:
+        return res
+    masks = _looped_masks(res, rows)[:, : ctx.p_max]
+    several = (_popcount(masks) >= 2).any(axis=1)  # in one gap
+    rows, masks = rows[several], masks[several]
+    if len(rows) == 0:
+        return res
+    patterns, which = np.unique(masks, axis=0, return_inverse=True)
+    which = which.ravel()
+    pieces: list[_Piece] = []
+    for p, mask in enumerate(patterns.tolist()):
+        pieces += _expanded(res, ctx, interner, counter, rows[which == p], mask)
+    return _appended(res, pieces) if pieces else res
+
+
+class _Piece(NamedTuple):
+    """Copies of some rows in another order: their prefixes and reservation changes."""
+
+    rows: np.ndarray
+    seq: np.ndarray
+    delta: list[tuple[str, int, np.ndarray]]  # (memory, depth column or -1, bits per row)
+
+
+def _expanded(res, ctx, interner, counter, members: np.ndarray, mask: list[int]) -> list:
+    """The other orders of the rows ``members``, whose gaps loop over ``mask``."""
+    seqs, key_of = np.unique(res.seq[members], return_inverse=True)
+    key_of = key_of.ravel()
+    first = members[np.unique(key_of, return_index=True)[1]]  # one row per prefix
+    here, mids = _gap_sizes(res, first)
+    depth_top = np.cumsum([0, *(bin(m).count("1") for m in mask)])
+    options = [
+        _gap_options(res, ctx, j, m, (here[j], mids[j]), int(depth_top[j]))
+        for j, m in enumerate(mask)
+    ]
+    tokens = [interner.prefixes[s] for s in seqs.tolist()]
+    where = [q for q, t in enumerate(tokens[0]) if t[0] == "loop"]
+    out = []
+    for combo in itertools.product(*options):
+        if all(o.canonical for o in combo):
             continue
-        res = table.results[k]
-        masks = _looped_masks(res, table.row[rows])  # (rows, gaps) bit sets of variables
-        keys = np.concatenate([fusion.seq[rows, None], masks], axis=1)
-        uniq, inverse = np.unique(keys, axis=0, return_inverse=True)
-        by_key = np.argsort(inverse.ravel(), kind="stable")
-        starts = np.searchsorted(inverse.ravel()[by_key], np.arange(len(uniq) + 1))
-        orders: dict[tuple, list[list[int]]] = {}  # by (loops of each gap, prefix loops)
-        for u, key in enumerate(uniq.tolist()):
-            seq, shape = key[0], (tuple(key[1:]), int(n_loops[key[0]]))
-            if shape not in orders:
-                segments = _segments(res, shape[0], shape[1], unbounded.get(k, set()))
-                orders[shape] = list(_orders(segments))
-            if not orders[shape]:
-                continue
-            mine = rows[by_key[starts[u] : starts[u + 1]]]
-            tokens = interner.prefixes[seq]
-            where = [p for p, t in enumerate(tokens) if t[0] == "loop"]
-            for order in orders[shape]:
-                new = list(tokens)
-                for p, src in zip(where, order, strict=True):
-                    new[p] = tokens[where[src]]
-                extra_rows.append(mine)
-                extra_seq.append(np.full(len(mine), interner.intern(tuple(new))))
-                total += len(mine)
-            if total > MAX_ORDER_ROWS:
-                raise FusemapError(
-                    f"Einsum {table.einsum}: more than {MAX_ORDER_ROWS:,} loop orders of "
-                    "fused prefixes; use fewer rank variables per shared tensor"
-                )
-    if not extra_rows:
-        return table
-    return _appended(table, np.concatenate(extra_rows), np.concatenate(extra_seq))
+        delta = [d for o in combo for d in o.delta]
+        ok = _fits(res, ctx, members, key_of, delta)
+        if not ok.any():
+            continue
+        src = _source([o[0].order for o in options], [o.order for o in combo], where, tokens[0])
+        ids = np.zeros(len(seqs), dtype=np.int64)
+        for u in np.unique(key_of[ok]).tolist():
+            t = tokens[u]
+            ids[u] = interner.intern_reordered(tuple(t[i] for i in src))
+        keys = key_of[ok]
+        out.append(_Piece(members[ok], ids[keys], [(m, c, b[keys]) for m, c, b in delta]))
+        counter.add(int(ok.sum()))
+    return out
+
+
+def _source(canon: list, orders: list, where: list[int], tokens: tuple) -> list[int]:
+    """For each position of the new prefix, the position of its token in the old one."""
+    src = list(range(len(tokens)))
+    at = 0
+    for c, o in zip(canon, orders, strict=True):
+        for i, k in enumerate(o):
+            src[where[at + i]] = where[at + c.index(k)]
+        at += len(o)
+    return src
+
+
+def _gap_options(
+    res: TemplateResult, ctx: GapContext, j: int, mask: int, sizes, depth_top: int
+) -> list[_Option]:
+    """Every order of gap ``j``'s loops (``mask``), the canonical one first. ``sizes``:
+    (here, mids), the tiles above and below the gap's loops, (prefixes, variables)."""
+    looped = [k for k in range(len(res.variables)) if mask >> k & 1]
+    h = res.template.holders[j]
+    lowered = not (h.virtual or h.backing) and h.component in ctx.tracked
+    rel = res.relevance.get(h.tensor, {}) if not h.virtual else {}
+    canon = tuple(
+        sorted(looped, key=lambda k: (0 if h.virtual else _RANK[rel[res.variables[k]]], k))
+    )
+    out = [_Option(canon, True, ())]
+    if len(looped) < 2:
+        return out
+    here, mids = sizes
+    base = _passed(res, rel, canon) if lowered else ()
+    bits0 = _bits(res, ctx, h, here, mids, base) if lowered else None
+    for order in itertools.permutations(canon):
+        if order == canon:
+            continue
+        passed = _passed(res, rel, order) if lowered else base
+        if passed == base:
+            out.append(_Option(order, False, ()))
+            continue
+        bits = _bits(res, ctx, h, here, mids, passed)
+        if h.component in ctx.by_depth:
+            old = min(depth_top + len(base), ctx.depths - 1)
+            new = min(depth_top + len(passed), ctx.depths - 1)
+            delta = ((h.component, old, -bits0), (h.component, new, bits))
+        else:
+            delta = ((h.component, -1, bits - bits0),)
+        out.append(_Option(order, False, delta))
+    return out
+
+
+def _passed(res: TemplateResult, rel: dict[str, str], order: tuple[int, ...]) -> tuple:
+    """Loops (variable indices) a lowered reservation passes in ``order``: relevant ones,
+    then one partially relevant one; it stops at an irrelevant one."""
+    out = []
+    for k in order:
+        kind = rel[res.variables[k]]
+        if kind == "irrelevant":
+            break
+        out.append(k)
+        if kind == "partial":
+            break
+    return tuple(sorted(out))
+
+
+def _bits(res, ctx: GapContext, h: Holder, here, mids, passed: tuple) -> np.ndarray:
+    """(prefixes,) bits of ``h``'s tile at the reservation point after ``passed``."""
+    sizes = {v: (mids if k in passed else here)[:, k] for k, v in enumerate(res.variables)}
+    return np.broadcast_to(ctx.bits(h, sizes), (len(here),)).astype(np.float64)
+
+
+def _fits(res, ctx: GapContext, rows: np.ndarray, key_of: np.ndarray, delta) -> np.ndarray:
+    """(rows,) whether each row still fits every memory after ``delta`` (per prefix)."""
+    ok = np.ones(len(rows), dtype=bool)
+    change: dict[str, np.ndarray] = {}
+    for m, _, b in delta:
+        change[m] = change.get(m, 0.0) + b
+    for m, b in change.items():
+        if m in res.reservations:
+            ok &= res.reservations[m][rows] + b[key_of] <= ctx.capacity[m] * (1 + 1e-9)
+    return ok
+
+
+def _gap_sizes(res: TemplateResult, rows: np.ndarray):
+    """Per gap: (rows, variables) tiles above its loops, and below them."""
+    n = len(res.stage_mids)
+    here: list = [None] * n
+    mids: list = [None] * n
+    r = np.asarray(rows, dtype=np.int64)
+    for j in range(n, 0, -1):
+        mids[j - 1] = res.stage_mids[j - 1][r]
+        r = res.stage_parents[j - 1][r]
+        here[j - 1] = res.stage_sizes[j - 1][r]
+    return here, mids
+
+
+def _popcount(masks: np.ndarray) -> np.ndarray:
+    out = np.zeros(masks.shape, dtype=np.int64)
+    m = masks.copy()
+    while m.any():
+        out += m & 1
+        m >>= 1
+    return out
 
 
 def _looped_masks(res: TemplateResult, rows: np.ndarray) -> np.ndarray:
@@ -107,67 +258,36 @@ def _looped_masks(res: TemplateResult, rows: np.ndarray) -> np.ndarray:
     return out
 
 
-def _segments(
-    res: TemplateResult, gap_masks: list[int], n_loops: int, unbounded: set[int]
-) -> list[list[int]]:
-    """The prefix loops (numbered in canonical order) cut into runs whose members may
-    be permuted without changing any number."""
-    holders = res.template.holders
-    out: list[list[int]] = []
-    seen = 0
-    for j, mask in enumerate(gap_masks):
-        if seen >= n_loops:
-            break
-        looped = [k for k in range(len(res.variables)) if mask >> k & 1]
-        if not looped:
-            continue
-        ids = list(range(seen, seen + len(looped)))
-        seen += len(looped)
-        h = holders[j]
-        if h.virtual or j in unbounded:
-            out.append(ids)
-            continue
-        rel = res.relevance[h.tensor]
-        kinds = sorted(_RANK[rel[res.variables[k]]] for k in looped)  # canonical order
-        n_rel = kinds.count(0)
-        out.append(ids[:n_rel])
-        rest = ids[n_rel:]
-        if rest and kinds[n_rel] == 1:  # the first partially relevant loop stays
-            out.append(rest[:1])
-            rest = rest[1:]
-        out.append(rest)
-    return [s for s in out if s]
-
-
-def _orders(segments: list[list[int]]):
-    """Every order of the loops permuting within segments, the canonical one left out."""
-    per = [list(itertools.permutations(s)) for s in segments]
-    for combo in itertools.product(*per):
-        flat = [x for part in combo for x in part]
-        if flat != sorted(flat):
-            yield flat
-
-
-def _appended(table: PmappingTable, rows: np.ndarray, seq: np.ndarray) -> PmappingTable:
-    """``table`` with copies of ``rows`` carrying the prefixes ``seq``."""
-    assert table.fusion is not None
-    out = table.take(np.concatenate([np.arange(len(table)), rows]))
-    assert out.fusion is not None
-    out.fusion.seq = np.concatenate([table.fusion.seq, seq.astype(table.fusion.seq.dtype)])
-    return out
-
-
-def unbounded_holders(results, flat_of) -> dict[int, set[int]]:
-    """Per template: positions of its holders in memories of unbounded size."""
-    out: dict[int, set[int]] = {}
-    for k, res in enumerate(results):
-        path = flat_of(res.template.compute).path
-        out[k] = {
-            j
-            for j, h in enumerate(res.template.holders)
-            if not h.virtual and math.isinf(path[h.level].size)
-        }
-    return out
+def _appended(res: TemplateResult, pieces: list[_Piece]) -> TemplateResult:
+    """``res`` with the rows of ``pieces`` (copies of its rows, other prefixes)."""
+    assert res.seq is not None
+    idx = np.concatenate([np.arange(res.rows), *(p.rows for p in pieces)])
+    reservations = {m: v[idx] for m, v in res.reservations.items()}
+    buckets = {m: b[idx] for m, b in res.buckets.items()}
+    at = res.rows
+    for piece in pieces:
+        span = slice(at, at + len(piece.rows))
+        for m, col, b in piece.delta:
+            if m in reservations:
+                reservations[m][span] += b
+            if col >= 0 and m in buckets:
+                buckets[m][span, col] += b
+        at += len(piece.rows)
+    n = len(res.stage_mids)
+    sizes, mids, parents = list(res.stage_sizes), list(res.stage_mids), list(res.stage_parents)
+    sizes[n], mids[n - 1], parents[n - 1] = sizes[n][idx], mids[n - 1][idx], parents[n - 1][idx]
+    return replace(
+        res,
+        energy=res.energy[idx],
+        latency=res.latency[idx],
+        reservations=reservations,
+        stage_sizes=sizes,
+        stage_mids=mids,
+        stage_parents=parents,
+        latency_counts={k: v[idx] for k, v in res.latency_counts.items()},
+        seq=np.concatenate([res.seq, *(p.seq for p in pieces)]),
+        buckets=buckets,
+    )
 
 
 def ordered_as_prefix(mapping: M.Mapping, tokens: tuple) -> M.Mapping:

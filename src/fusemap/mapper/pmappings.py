@@ -19,7 +19,7 @@ import numpy as np
 from ..spec import mapping as M
 from ..spec.arch_eval import ArchEvaluator
 from ..spec.resolve import WorkloadInfo
-from .gap_orders import ordered_as_prefix, unbounded_holders, with_gap_orders
+from .gap_orders import OrderCounter, ordered_as_prefix, with_gap_orders
 from .pareto import pareto_mask
 from .prefix import Compatibility, PrefixInterner, marked
 from .renamed import RenamedResults, SeqRenamer
@@ -343,6 +343,9 @@ def generate_pmappings(
     if objective != "energy":
         full_ceiling = np.inf  # twins searched without the energy branch and bound
     kept = [(r, tiler) for r, tiler in zip(done, tilers, strict=True) if r.rows]
+    if config.fusion:  # every loop order of the prefix gaps, before the table is pruned
+        counter = OrderCounter(einsum)
+        kept = [(with_gap_orders(r, t.gap_context(), interner, counter), t) for r, t in kept]
     results = [r for r, _ in kept]
     if config.fusion:
         top = {t: top_memory(arch, info.name) for t in shared}
@@ -364,9 +367,6 @@ def generate_pmappings(
         table.row[rows] = np.searchsorted(used, table.row[rows])
     table.results = compacted
     table.template = np.searchsorted(live, table.template)
-    if config.fusion:
-        flat_of = lambda unit: arch.flat(info.name, unit)  # noqa: E731
-        table = with_gap_orders(table, unbounded_holders(table.results, flat_of))
     table.floors = floors
     if relaxed:
         table.full_ceiling = full_ceiling

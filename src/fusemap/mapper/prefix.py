@@ -71,11 +71,24 @@ class PrefixInterner:
         self._children: dict[tuple[int, tuple[Token, ...]], int] = {}
 
     def __getstate__(self) -> dict:
-        return {**self.__dict__, "_children": {}}  # a cache: not worth sending to the parent
+        # caches: not worth sending to the parent
+        return {**self.__dict__, "_children": {}, "_loops": []}
 
     def intern(self, prefix: tuple[Token, ...]) -> int:
         """The id of ``prefix`` (new ids for new prefixes; see :func:`canonical`)."""
         return self._intern_canonical(canonical(prefix))
+
+    def loop_counts(self, ids: np.ndarray) -> np.ndarray:
+        """Number of loops of each prefix ``ids`` (memoized per prefix)."""
+        known = self.__dict__.setdefault("_loops", [])
+        for q in range(len(known), len(self.prefixes)):
+            known.append(sum(t[0] == "loop" for t in self.prefixes[q]))
+        return np.asarray(known, dtype=np.int64)[ids]
+
+    def intern_reordered(self, prefix: tuple[Token, ...]) -> int:
+        """The id of ``prefix``, an interned prefix with loops permuted in place (its
+        runs of backing nodes unchanged, so it is canonical too)."""
+        return self._intern_canonical(prefix)
 
     def _intern_canonical(self, prefix: tuple[Token, ...]) -> int:
         got = self._ids.get(prefix)

@@ -21,6 +21,7 @@ from ..model.costs import gated_fraction, total_leak_power
 from ..model.reuse import projection_terms
 from ..spec.arch_eval import FlatArch
 from ..spec.resolve import EinsumInfo
+from .gap_orders import GapContext
 from .pareto import pareto_mask
 from .prefix import ForgetfulInterner, PrefixInterner
 from .space import MapperConfig, Template, candidate_sizes, fused_positions, next_sizes
@@ -216,6 +217,25 @@ class TemplateTiler(NodeCosts):
             for k, name in enumerate(self.layout.names)
             if (self.want_latency and name.startswith(("lat:", "calls:"))) or k in written
         ]
+
+    def gap_context(self) -> GapContext:
+        """What the loop orders of this template's prefix gaps depend on
+        (:mod:`fusemap.mapper.gap_orders`)."""
+
+        def bits(h, sizes: dict[str, np.ndarray]) -> np.ndarray:
+            comp = self.comp[h.component]
+            return tile_values(self.terms[h.tensor], sizes) * comp.value_bits(
+                h.tensor, self.bits[h.tensor]
+            )
+
+        return GapContext(
+            self.p_max,
+            frozenset(self.res_cols),
+            frozenset(c for c in self.depth_cols if c in self.res_cols),
+            self.depths,
+            dict(self.capacity),
+            bits,
+        )
 
     def _memoized(self, key: tuple, make):
         """What ``make()`` gives, once per Einsum (``memo`` is shared by its tilers)."""
