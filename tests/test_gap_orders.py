@@ -163,3 +163,24 @@ def test_too_many_orders_stop_with_one_clear_message(tmp_path, monkeypatch):
     monkeypatch.setattr(G, "MAX_ORDER_ROWS", 0)
     with pytest.raises(FusemapError, match="loop orders of fused prefixes"):
         map_workload(_seed23_spec(tmp_path), "energy")
+
+
+def test_a_shared_copy_is_lowered_as_its_row_prefix_orders_the_gap():
+    """copies._passed reads the gap's loops in the row's prefix order, not the canonical
+    one: X[m, k] below two loops ``m`` (relevant) and ``n`` (irrelevant)."""
+    from fusemap.mapper.copies import _passed as copy_passed
+    from fusemap.mapper.prefix import PrefixInterner
+
+    rel = {"m": "relevant", "n": "irrelevant", "k": "relevant"}
+    info = SimpleNamespace(relevance=lambda _t, v: rel[v])
+    res = SimpleNamespace(variables=["k", "m", "n"])
+    interner = PrefixInterner()
+    canon = interner.intern((("loop", "m", 1), ("loop", "n", 1), ("back", "A", "GB")))
+    other = interner.intern((("loop", "n", 1), ("loop", "m", 1), ("back", "A", "GB")))
+    fusion = SimpleNamespace(seq=np.array([canon, other]), interner=interner)
+    looped = np.array([[False, True, True], [False, True, True]])  # the gap: m and n
+    got = copy_passed(info, "X", res, looped, np.array([0, 0]), fusion, np.array([0, 1]))
+    assert got.tolist() == [1, 0]  # m then n: past m; n then m: not lowered
+    # A gap below the prefix (loops 2-3 of a 2-loop prefix): the canonical count.
+    deeper = copy_passed(info, "X", res, looped, np.array([2, 2]), fusion, np.array([0, 1]))
+    assert deeper.tolist() == [1, 1]
