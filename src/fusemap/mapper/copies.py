@@ -36,6 +36,7 @@ import numpy as np
 
 from ..model.reuse import projection_terms
 from ..spec.resolve import EinsumInfo, WorkloadInfo
+from .gap_orders import lowered_past
 from .renamed import result_tiles
 
 
@@ -103,7 +104,8 @@ def _copy_levels_of(
         ]
         if not seen:
             continue
-        looped = _gap_loops(res, table.row[mine])  # (rows, gaps, vars)
+        here, mids = res.gap_tiles(table.row[mine])
+        looped = np.stack([m < h for h, m in zip(here, mids, strict=True)], axis=1)
         above = np.zeros((len(mine), len(holders)), dtype=np.int64)
         above[:, 1:] = np.cumsum(looped.sum(axis=2), axis=1)[:, : len(holders) - 1]
         lead = 0  # the leading top-memory nodes go to the root
@@ -160,15 +162,7 @@ def _passed(
         loops = [t[1] for t in fusion.interner.prefixes[seq] if t[0] == "loop"]
         if at + count > len(loops):
             continue  # below the prefix: the canonical order
-        passed = 0
-        for v in loops[at : at + count]:
-            kind = info.relevance(tensor, v)
-            if kind == "irrelevant":
-                break
-            passed += 1
-            if kind == "partial":
-                break
-        found[u] = passed
+        found[u] = lowered_past([info.relevance(tensor, v) for v in loops[at : at + count]])
     got = found[inverse.ravel()]
     return np.where(got >= 0, got, out)
 
@@ -198,18 +192,4 @@ def _shareable(res, holders, above, shareable, later, fusion, top_level, lead) -
                 if i > j and fused[i]:
                     cand &= ~same  # a fused backing node after it in the gap
         out[j] = cand
-    return out
-
-
-def _gap_loops(res, rows: np.ndarray) -> np.ndarray:
-    """(rows, gaps, vars): whether gap ``j`` (below holder ``j``) has a temporal loop over
-    each rank variable."""
-    n = len(res.stage_mids)
-    out = np.zeros((len(rows), n, len(res.variables)), dtype=bool)
-    r = np.asarray(rows, dtype=np.int64)
-    for j in range(n, 0, -1):
-        mid = res.stage_mids[j - 1][r]
-        r = res.stage_parents[j - 1][r]
-        here = res.stage_sizes[j - 1][r]
-        out[:, j - 1, :] = mid < here
     return out

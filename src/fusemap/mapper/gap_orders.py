@@ -90,7 +90,8 @@ def with_gap_orders(
     rows = np.flatnonzero(interner.loop_counts(res.seq) >= 2)  # two loops or more
     if len(rows) == 0:
         return res
-    masks = _looped_masks(res, rows)[:, : ctx.p_max]
+    here, mids = res.gap_tiles(rows)
+    masks = _looped_masks(res, here, mids)[:, : ctx.p_max]
     several = (_popcount(masks) >= 2).any(axis=1)  # in one gap
     rows, masks = rows[several], masks[several]
     if len(rows) == 0:
@@ -116,7 +117,7 @@ def _expanded(res, ctx, interner, counter, members: np.ndarray, mask: list[int])
     seqs, key_of = np.unique(res.seq[members], return_inverse=True)
     key_of = key_of.ravel()
     first = members[np.unique(key_of, return_index=True)[1]]  # one row per prefix
-    here, mids = _gap_sizes(res, first)
+    here, mids = res.gap_tiles(first)
     depth_top = np.cumsum([0, *(bin(m).count("1") for m in mask)])
     options = [
         _gap_options(res, ctx, j, m, (here[j], mids[j]), int(depth_top[j]))
@@ -191,17 +192,21 @@ def _gap_options(
 
 
 def _passed(res: TemplateResult, rel: dict[str, str], order: tuple[int, ...]) -> tuple:
-    """Loops (variable indices) a lowered reservation passes in ``order``: relevant ones,
-    then one partially relevant one; it stops at an irrelevant one."""
-    out = []
-    for k in order:
-        kind = rel[res.variables[k]]
+    """Loops (variable indices) a lowered reservation passes in ``order``."""
+    n = lowered_past([rel[res.variables[k]] for k in order])
+    return tuple(sorted(order[:n]))
+
+
+def lowered_past(kinds: list[str]) -> int:
+    """How many loops of a gap, of these relevances in order, a lowered reservation
+    passes (the model's lowering): relevant ones, then one partially relevant one; an
+    irrelevant one stops it."""
+    for n, kind in enumerate(kinds):
         if kind == "irrelevant":
-            break
-        out.append(k)
+            return n
         if kind == "partial":
-            break
-    return tuple(sorted(out))
+            return n + 1
+    return len(kinds)
 
 
 def _bits(res, ctx: GapContext, h: Holder, here, mids, passed: tuple) -> np.ndarray:
@@ -222,19 +227,6 @@ def _fits(res, ctx: GapContext, rows: np.ndarray, key_of: np.ndarray, delta) -> 
     return ok
 
 
-def _gap_sizes(res: TemplateResult, rows: np.ndarray):
-    """Per gap: (rows, variables) tiles above its loops, and below them."""
-    n = len(res.stage_mids)
-    here: list = [None] * n
-    mids: list = [None] * n
-    r = np.asarray(rows, dtype=np.int64)
-    for j in range(n, 0, -1):
-        mids[j - 1] = res.stage_mids[j - 1][r]
-        r = res.stage_parents[j - 1][r]
-        here[j - 1] = res.stage_sizes[j - 1][r]
-    return here, mids
-
-
 def _popcount(masks: np.ndarray) -> np.ndarray:
     out = np.zeros(masks.shape, dtype=np.int64)
     m = masks.copy()
@@ -244,18 +236,10 @@ def _popcount(masks: np.ndarray) -> np.ndarray:
     return out
 
 
-def _looped_masks(res: TemplateResult, rows: np.ndarray) -> np.ndarray:
+def _looped_masks(res: TemplateResult, here: list, mids: list) -> np.ndarray:
     """(rows, gaps): per gap, the variables it loops over as bits (variable k: 1 << k)."""
-    n = len(res.stage_mids)
-    out = np.zeros((len(rows), n), dtype=np.int64)
     weights = np.int64(1) << np.arange(len(res.variables), dtype=np.int64)
-    r = np.asarray(rows, dtype=np.int64)
-    for j in range(n, 0, -1):
-        mid = res.stage_mids[j - 1][r]
-        r = res.stage_parents[j - 1][r]
-        here = res.stage_sizes[j - 1][r]
-        out[:, j - 1] = (mid < here) @ weights
-    return out
+    return np.stack([(m < h) @ weights for h, m in zip(here, mids, strict=True)], axis=1)
 
 
 def _appended(res: TemplateResult, pieces: list[_Piece]) -> TemplateResult:

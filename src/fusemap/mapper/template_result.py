@@ -62,14 +62,21 @@ class TemplateResult:
 
     def trail(self, row: int) -> list[tuple[np.ndarray, np.ndarray]]:
         """(sizes at node j, sizes after gap j) for every node, for one final row."""
+        here, mids = self.gap_tiles(np.array([row]))
+        return [(h[0], m[0]) for h, m in zip(here, mids, strict=True)]
+
+    def gap_tiles(self, rows: np.ndarray) -> tuple[list[np.ndarray], list[np.ndarray]]:
+        """Per gap: the (rows, variables) tiles above its loops and below them, for some
+        final rows (the DP trail walked up once)."""
         n = len(self.stage_mids)
-        out: list[tuple[np.ndarray, np.ndarray]] = [None] * n  # type: ignore[list-item]
-        r = row
+        here: list[np.ndarray] = [None] * n  # type: ignore[list-item]
+        mids: list[np.ndarray] = [None] * n  # type: ignore[list-item]
+        r = np.asarray(rows, dtype=np.int64)
         for j in range(n, 0, -1):
-            mid = self.stage_mids[j - 1][r]
-            r = int(self.stage_parents[j - 1][r])
-            out[j - 1] = (self.stage_sizes[j - 1][r], mid)
-        return out
+            mids[j - 1] = self.stage_mids[j - 1][r]
+            r = self.stage_parents[j - 1][r]
+            here[j - 1] = self.stage_sizes[j - 1][r]
+        return here, mids
 
 
 def renamed_result(
