@@ -516,3 +516,12 @@ def test_corpus_arches_and_mappings_load():
         assert "arch" in load_files([path]).data, path
     for path in sorted((CORPUS / "mappings").glob("*.yaml")):
         assert "mapping" in load_files([path], {"N_EINSUMS": 3}).data, path
+
+
+def test_a_quoted_merge_key_is_a_plain_key(tmp_path) -> None:
+    """Only a plain ``<<`` merges; ``"<<"`` is an ordinary key (as in YAML)."""
+    path = tmp_path / "spec.yaml"
+    path.write_text('base: &b {x: 1}\nplain: {<<: *b, y: 2}\nquoted: {"<<": 3, y: 2}\n')
+    data = load_files([path]).data
+    assert data["plain"] == {"x": 1, "y": 2}
+    assert data["quoted"] == {"<<": 3, "y": 2}

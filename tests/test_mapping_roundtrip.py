@@ -20,7 +20,26 @@ from fusemap.spec.spec import load_spec
 TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=20)
 NAME = st.one_of(
     st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,8}", fullmatch=True),
-    st.sampled_from(["true", "null", "1", "1e3", "inf", "~", "- x", "a: b", "{{ x }}", "#c"]),
+    st.sampled_from(
+        [
+            "true",
+            "null",
+            "1",
+            "1e3",
+            "inf",
+            "~",
+            "- x",
+            "a: b",
+            "{{ x }}",
+            "#c",
+            "<<",
+            "?",
+            "=",
+            "!x",
+            "&a",
+            "*a",
+        ]
+    ),
     TEXT,
 )
 OPTIONAL_TEXT = st.none() | TEXT
@@ -121,6 +140,19 @@ def test_to_yaml_loads_back_equal(mapping: M.Mapping) -> None:
         loaded = load_spec(path).mapping
     assert loaded == mapping, text
     assert loaded.to_yaml() == text
+
+
+def test_yaml_special_keys_load_back_as_text() -> None:
+    """``<<`` written plain is a merge key, ``? x`` a complex key: keys are quoted."""
+    binding = {"<<": 1, "?": "x", "true": 2, "1": 3, "!t": 4, "&a": 5, "*a": 6, "a: b": 7}
+    mapping = M.Mapping(nodes=[M.Storage(tensors=["A"], component="DRAM", binding=binding)])
+    text = mapping.to_yaml()
+    assert '"<<": 1' in text
+    with tempfile.TemporaryDirectory() as directory:
+        path = Path(directory) / "mapping.yaml"
+        path.write_text(text, encoding="utf-8")
+        loaded = load_spec(path).mapping
+    assert loaded == mapping, text
 
 
 def test_a_deep_tree_of_every_kind() -> None:

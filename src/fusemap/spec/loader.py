@@ -273,6 +273,8 @@ class _Converter:
             self.bad_tag(node, _show_tag(node))
         if self.session.token in node.value:
             raise SpecError("an include() placeholder cannot be a key", Location(*self.loc(node)))
+        if node.style in ("'", '"'):
+            return QuotedStr(node.value)  # a quoted '<<' is a key, not a merge
         return str(node.value)
 
     def scalar(self, node: ScalarNode, tag: str) -> Any:
@@ -396,7 +398,7 @@ def _merges(tree: Any) -> None:
         return
     for value in tree.items.values():
         _merges(value)
-    present = [k for k in ("<<", "<<<") if k in tree.items]
+    present = [k for k in tree.items if k in ("<<", "<<<") and not isinstance(k, QuotedStr)]
     if len(present) > 1:
         where = Location(*tree.lines["<<<"])
         raise SpecError("at most one '<<' or '<<<' merge key per mapping", where)

@@ -287,7 +287,7 @@ def dump_yaml(data: Any) -> str:
             tag = value.get("type")
             for k, v in value.items():
                 if k != "type" or not isinstance(tag, str):
-                    out[scalar(k)] = convert(v)
+                    out[scalar(k, flow=True)] = convert(v)
             if isinstance(tag, str):
                 out.yaml_set_ctag(_ctag(f"!{tag}"))
             return out
@@ -312,8 +312,9 @@ def dump_yaml(data: Any) -> str:
 
 
 _PLAIN_IN_FLOW = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-"""Strings written plain inside ``[...]``; any other is double-quoted (ruamel writes
-``[?0]`` plain, and reads it back as a mapping)."""
+"""Strings written plain inside ``[...]`` and as keys; any other is double-quoted
+(ruamel writes ``[?0]`` plain, and reads it back as a mapping; it writes the key ``<<``
+plain, and reads it back as a merge key)."""
 
 _ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\t": "\\t", "\r": "\\r", "{": "\\x7b"}
 
