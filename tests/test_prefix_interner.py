@@ -7,7 +7,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fusemap.mapper.prefix import HOSTING, PrefixInterner, canonical
+from fusemap.mapper.prefix import HOSTING, MARK, PrefixInterner, canonical
 
 TOKENS = [
     ("loop", "m", 4),
@@ -36,3 +36,37 @@ def test_extending_token_by_token_gives_the_whole_prefixes_id(steps):
         assert grown.prefixes[int(ids[0])] == canonical(prefix)
         assert grown.prefixes[whole.intern(prefix)] == whole.prefixes[whole.intern(prefix)]
         assert grown.intern(prefix) == int(ids[0])
+
+
+M_ = ("loop", "m", 4)
+N_ = ("loop", "n", 2)
+A_ = ("back", "A", "GB")
+C_ = ("back", "C", "GB")
+W_ = (MARK, "W", "GB")
+
+
+def test_marks_stay_only_where_a_gap_holds_two_loops():
+    """Own node W among the fused loops: ``m, n`` both above W (one gap of two loops,
+    whose orders are added later) is kept apart from ``m`` above W and ``n`` below it
+    (two gaps of one loop); once the orders are in, the marks go."""
+    p = PrefixInterner()
+    both_above = p.intern((A_, M_, N_, W_, C_))
+    split = p.intern((A_, M_, W_, N_, C_))
+    settled = p.settled(np.array([both_above, split, both_above]))
+    assert p.prefixes[int(settled[0])] == (A_, M_, N_, W_, C_)  # kept: a gap of two
+    assert p.prefixes[int(settled[1])] == (A_, M_, N_, C_)  # dropped: no order to add
+    assert settled[2] == settled[0]
+    plain = p.unmarked(np.array([both_above, split]))
+    assert plain[0] == plain[1] == p.intern((A_, M_, N_, C_))
+    assert p.loop_counts(np.array([both_above, split, 0])).tolist() == [2, 2, 0]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from([M_, N_, A_, C_, W_, ("back", HOSTING, "GB")]), max_size=8))
+def test_unmarked_is_the_prefix_without_marks(tokens):
+    p = PrefixInterner()
+    q = p.intern(tuple(tokens))
+    want = p.intern(tuple(t for t in tokens if t[0] != MARK))
+    assert int(p.unmarked(np.array([q]))[0]) == want
+    settled = p.prefixes[int(p.settled(np.array([q]))[0])]
+    assert sum(t[0] == "loop" for t in settled) == sum(t[0] == "loop" for t in tokens)

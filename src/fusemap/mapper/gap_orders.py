@@ -162,7 +162,7 @@ def _gap_options(
     (here, mids), the tiles above and below the gap's loops, (prefixes, variables)."""
     looped = [k for k in range(len(res.variables)) if mask >> k & 1]
     h = res.template.holders[j]
-    lowered = not (h.virtual or h.backing) and h.component in ctx.tracked
+    lowered = lowers(h, ctx)
     rel = res.relevance.get(h.tensor, {}) if not h.virtual else {}
     canon = tuple(
         sorted(looped, key=lambda k: (0 if h.virtual else _RANK[rel[res.variables[k]]], k))
@@ -189,6 +189,12 @@ def _gap_options(
             delta = ((h.component, -1, bits - bits0),)
         out.append(_Option(order, False, delta))
     return out
+
+
+def lowers(h: Holder, ctx: GapContext) -> bool:
+    """Whether node ``h`` lowers its reservation past the loops below it (so their order
+    may change it): not a virtual holder nor a backing node, in a tracked memory."""
+    return not (h.virtual or h.backing) and h.component in ctx.tracked
 
 
 def _passed(res: TemplateResult, rel: dict[str, str], order: tuple[int, ...]) -> tuple:

@@ -19,6 +19,7 @@ import numpy as np
 from ..spec import mapping as M
 from ..spec.arch_eval import ArchEvaluator
 from ..spec.resolve import WorkloadInfo
+from .fused_rows import fused_criteria, pruned_before_orders, stacked_buckets
 from .gap_orders import OrderCounter, ordered_as_prefix, with_gap_orders
 from .pareto import pareto_mask
 from .prefix import Compatibility, PrefixInterner, marked
@@ -345,11 +346,14 @@ def generate_pmappings(
     kept = [(r, tiler) for r, tiler in zip(done, tilers, strict=True) if r.rows]
     if config.fusion:  # every loop order of the prefix gaps, before the table is pruned
         counter = OrderCounter(einsum)
+        alone = amounts == [{}]  # hosts nothing: rows that fuse nothing run alone
+        if prune:
+            kept = pruned_before_orders(kept, objective, alone)
         kept = [(with_gap_orders(r, t.gap_context(), interner, counter), t) for r, t in kept]
+        kept = [(_unmarked(r, interner), t) for r, t in kept]
     results = [r for r, _ in kept]
     if config.fusion:
         top = {t: top_memory(arch, info.name) for t in shared}
-        alone = amounts == [{}]  # hosts nothing: rows that fuse nothing run alone
         table = _combine_fused(einsum, results, objective, shared, interner, top, prune, alone)
     else:
         table = _combine(einsum, results, objective, shared)
@@ -467,20 +471,8 @@ def _combine_fused(
         return table
     tmpl, row, energy, latency, res = _stack(results)
     seq = np.concatenate([r.seq for r in results])
-    memories = sorted({m for r in results for m in r.buckets})
-    width = {m: max(r.buckets[m].shape[1] for r in results if m in r.buckets) for m in memories}
-    buckets = {
-        m: np.concatenate([r.buckets.get(m, np.zeros((r.rows, width[m]))) for r in results], axis=0)
-        for m in memories
-    }
-    cols = [energy[:, None]] + ([latency[:, None]] if objective != "energy" else [])
-    cols += [buckets[m] for m in memories]
-    crit = np.concatenate(cols, axis=1)
-    # Rows that fuse nothing (empty prefix) of an Einsum that hosts nothing run alone:
-    # each fits by itself, and no other Einsum's reservation is live beside theirs, so
-    # their reservations decide nothing.
-    if alone:
-        crit[seq == 0, 1 + (objective != "energy") :] = 0.0
+    buckets = stacked_buckets(results)
+    crit = fused_criteria(results, seq, buckets, objective, alone)
     keep = pareto_mask(seq, crit) if prune else np.ones(len(seq), dtype=bool)
     fusion = FusionColumns(seq, buckets, interner, shared, top).take(keep)
     return _kept(einsum, results, (tmpl, row, energy, latency, res), keep, fusion)
@@ -609,3 +601,11 @@ def least_energy_by_template(done: list[TemplateResult], tilers: list) -> dict[t
         key = template_key(t.t)
         out[key] = min(out.get(key, np.inf), floor)
     return out
+
+
+def _unmarked(result: TemplateResult, interner: PrefixInterner) -> TemplateResult:
+    """``result`` with the own-node marks taken out of its prefixes (its loop orders are
+    in: from here on, rows of one prefix compete whatever nodes lie among its loops)."""
+    if result.seq is None:
+        return result
+    return replace(result, seq=interner.unmarked(result.seq))

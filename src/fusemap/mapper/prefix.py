@@ -9,6 +9,7 @@ search interns prefixes as integers so it can keep rows of different prefixes ap
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import NamedTuple
 
 import numpy as np
@@ -18,6 +19,13 @@ Token = tuple
 HOSTING = "@hosting"
 """Tensor name of the virtual hosting holder (:mod:`fusemap.mapper.space`): the loops
 above it are shared with the users of a tensor held tiled across the Einsum."""
+
+
+MARK = "mark"
+"""Token kind of a pmapping's own storage node among its fused loops, kept in a
+prefix only while its template is searched and its loop orders are added (rows that
+place the same loops differently around the node are then never compared); the
+tables' prefixes have none (:meth:`PrefixInterner.unmarked`)."""
 
 
 def marked(template) -> bool:
@@ -72,18 +80,49 @@ class PrefixInterner:
 
     def __getstate__(self) -> dict:
         # caches: not worth sending to the parent
-        return {**self.__dict__, "_children": {}, "_loops": []}
+        caches = ("_loops", "_settled", "_unmarked")
+        return {k: v for k, v in self.__dict__.items() if k not in caches} | {"_children": {}}
 
     def intern(self, prefix: tuple[Token, ...]) -> int:
         """The id of ``prefix`` (new ids for new prefixes; see :func:`canonical`)."""
         return self._intern_canonical(canonical(prefix))
 
     def loop_counts(self, ids: np.ndarray) -> np.ndarray:
-        """Number of loops of each prefix ``ids`` (memoized per prefix)."""
-        known = self.__dict__.setdefault("_loops", [])
-        for q in range(len(known), len(self.prefixes)):
-            known.append(sum(t[0] == "loop" for t in self.prefixes[q]))
-        return np.asarray(known, dtype=np.int64)[ids]
+        """Number of loops of each prefix ``ids``."""
+        return self._per_prefix("_loops", ids, lambda t: sum(x[0] == "loop" for x in t))
+
+    def settled(self, ids: np.ndarray) -> np.ndarray:
+        """Prefixes ``ids``, complete (their deepest fused node reached), with their
+        :data:`MARK` tokens dropped when no gap (a run of loops between two nodes) holds
+        two loops: such a row has one loop order, so where its loops lie around its own
+        nodes no longer matters."""
+
+        def settle(tokens: tuple[Token, ...]) -> int:
+            if any(t[0] == MARK for t in tokens) and not _has_gap_of_two(tokens):
+                return self.intern(tuple(t for t in tokens if t[0] != MARK))
+            return self._ids[tokens]
+
+        return self._per_prefix("_settled", ids, settle)
+
+    def unmarked(self, ids: np.ndarray) -> np.ndarray:
+        """The ids of prefixes ``ids`` without their :data:`MARK` tokens."""
+        return self._per_prefix(
+            "_unmarked", ids, lambda t: self.intern(tuple(x for x in t if x[0] != MARK))
+        )
+
+    def _per_prefix(self, name: str, ids: np.ndarray, of: Callable[[tuple], int]) -> np.ndarray:
+        """``of(prefix)`` for each prefix of ``ids``, memoized per prefix id (a cache
+        the workers do not send back)."""
+        memo = self.__dict__.get(name)
+        if memo is None or len(memo) < len(self.prefixes):
+            grown = np.full(2 * len(self.prefixes) + 16, -1, dtype=np.int64)
+            if memo is not None:
+                grown[: len(memo)] = memo
+            memo = self.__dict__[name] = grown
+        ids = np.asarray(ids, dtype=np.int64)
+        for q in np.unique(ids[memo[ids] < 0]).tolist():
+            memo[q] = of(self.prefixes[q])
+        return memo[ids]
 
     def intern_reordered(self, prefix: tuple[Token, ...]) -> int:
         """The id of ``prefix``, an interned prefix with loops permuted in place (its
@@ -147,6 +186,15 @@ class PrefixInterner:
         toks = self.prefixes[seq]
         last = max((i for i, t in enumerate(toks) if t[0] == "back"), default=-1)
         return sum(1 for t in toks[:last] if t[0] == "loop")
+
+
+def _has_gap_of_two(tokens: tuple[Token, ...]) -> bool:
+    run = 0
+    for t in tokens:
+        run = run + 1 if t[0] == "loop" else 0
+        if run >= 2:
+            return True
+    return False
 
 
 class ForgetfulInterner(PrefixInterner):

@@ -454,7 +454,7 @@ class FrontCache:
         last = self._backed.get(token)
         if last is None or last[0] is not prev or last[1] is not seq:
             extended = interner.extend(seq, [token], np.zeros(len(seq), dtype=np.int64))
-            last = self._backed[token] = (prev, seq, extended)
+            last = self._backed[token] = (prev, seq, interner.settled(extended))
         return last[2]
 
     def ids_of(self, search: SuffixSearch) -> list[int]:

@@ -23,7 +23,7 @@ from ..spec.arch_eval import FlatArch
 from ..spec.resolve import EinsumInfo
 from .gap_orders import GapContext
 from .pareto import pareto_mask
-from .prefix import ForgetfulInterner, PrefixInterner
+from .prefix import MARK, ForgetfulInterner, PrefixInterner
 from .space import MapperConfig, Template, candidate_sizes, fused_positions, next_sizes
 from .stage import Layout, Stage
 from .template_result import TemplateResult
@@ -307,6 +307,13 @@ class TemplateTiler(NodeCosts):
         tracked = holder.component in self.res_cols
         if j in self.fused_pos:
             token = (("back", holder.tensor, holder.component),)
+            seq = self.interner.extend(seq, [token], np.zeros(len(seq), dtype=np.int64))
+            if j == self.p_max:
+                seq = self.interner.settled(seq)
+        elif 0 < j < self.p_max and not self.relaxed:
+            # An own node among the fused loops: marked until the loop orders are added
+            # (gap_orders), so rows that place the loops differently around it stay apart.
+            token = ((MARK, holder.tensor, holder.component),)
             seq = self.interner.extend(seq, [token], np.zeros(len(seq), dtype=np.int64))
         # Traffic of this node depends only on the sizes at the node: cost it first.
         cost = crit.copy()
