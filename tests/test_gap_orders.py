@@ -184,3 +184,22 @@ def test_a_shared_copy_is_lowered_as_its_row_prefix_orders_the_gap():
     # A gap below the prefix (loops 2-3 of a 2-loop prefix): the canonical count.
     deeper = copy_passed(info, "X", res, looped, np.array([2, 2]), fusion, np.array([0, 1]))
     assert deeper.tolist() == [1, 1]
+
+
+def test_a_table_keeps_only_the_prefixes_it_refers_to(tmp_path):
+    """The search's interner holds every prefix it met; a table sends back only its own
+    (each still the same prefix), with no own-node mark left in them."""
+    from fusemap.mapper.pmappings import generate_pmappings
+    from fusemap.mapper.prefix import MARK
+    from fusemap.mapper.space import config_from_spec
+
+    spec = _seed23_spec(tmp_path)
+    config = replace(config_from_spec(spec), fusion=True)
+    table = generate_pmappings(spec, "E0", objective="energy", config=config)
+    fusion = table.fusion
+    assert fusion is not None
+    seqs = [fusion.seq] + [r.seq for r in table.results if r.seq is not None]
+    used = set(np.concatenate(seqs).tolist()) | {0}
+    assert used == set(range(len(fusion.interner.prefixes)))
+    assert not any(t[0] == MARK for p in fusion.interner.prefixes for t in p)
+    assert {fusion.compatibility(i) for i in range(len(table))}  # every row decodes

@@ -371,6 +371,8 @@ def generate_pmappings(
         table.row[rows] = np.searchsorted(used, table.row[rows])
     table.results = compacted
     table.template = np.searchsorted(live, table.template)
+    if table.fusion is not None:
+        _keep_used_prefixes(table)
     table.floors = floors
     if relaxed:
         table.full_ceiling = full_ceiling
@@ -609,3 +611,21 @@ def _unmarked(result: TemplateResult, interner: PrefixInterner) -> TemplateResul
     if result.seq is None:
         return result
     return replace(result, seq=interner.unmarked(result.seq))
+
+
+def _keep_used_prefixes(table: PmappingTable) -> None:
+    """A fresh interner for ``table`` with only the prefixes its rows and results refer
+    to (the search's interner holds every prefix it met, far more to send back from a
+    worker: GPT-3's Q, K and V tables took 3 s to pickle)."""
+    fusion = table.fusion
+    assert fusion is not None
+    seqs = [fusion.seq] + [r.seq for r in table.results if r.seq is not None]
+    used = np.unique(np.concatenate([np.zeros(1, dtype=np.int64), *seqs]))
+    interner = PrefixInterner()
+    for k, q in enumerate(used[1:].tolist(), start=1):
+        got = interner.intern(fusion.interner.prefixes[q])
+        assert got == k, "interned prefixes are canonical and distinct"
+    table.results = [
+        r if r.seq is None else replace(r, seq=np.searchsorted(used, r.seq)) for r in table.results
+    ]
+    table.fusion = replace(fusion, seq=np.searchsorted(used, fusion.seq), interner=interner)
