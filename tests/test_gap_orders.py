@@ -21,7 +21,13 @@ import numpy as np
 import pytest
 
 from fusemap.mapper.ffm import map_workload
-from fusemap.mapper.gap_orders import GapContext, _gap_options, _passed, ordered_as_prefix
+from fusemap.mapper.gap_orders import (
+    GapContext,
+    _gap_options,
+    _passed,
+    ordered_as_prefix,
+    with_gap_orders,
+)
 from fusemap.mapper.space import Holder
 from fusemap.model.evaluate import evaluate_mapping
 from fusemap.spec import mapping as M
@@ -203,3 +209,59 @@ def test_a_table_keeps_only_the_prefixes_it_refers_to(tmp_path):
     assert used == set(range(len(fusion.interner.prefixes)))
     assert not any(t[0] == MARK for p in fusion.interner.prefixes for t in p)
     assert {fusion.compatibility(i) for i in range(len(table))}  # every row decodes
+
+
+def _middle_of_three_spec(tmp_path):
+    """A chain of three matmuls; E1 reads the fused A, writes the fused C and keeps its
+    own W1, which the search may place among the fused loops."""
+    wl = workload(
+        {"m": 4, "k": 2, "n": 4, "p": 2},
+        einsum("E0", access("X", ["m", "k"]), access("W0", ["k", "n"]),
+               access("A", ["m", "n"], output=True)),
+        einsum("E1", access("A", ["m", "n"]), access("W1", ["n", "p"]),
+               access("C", ["m", "p"], output=True)),
+        einsum("E2", access("C", ["m", "p"]), access("W2", ["p", "k"]),
+               access("D", ["m", "k"], output=True)),
+    )  # fmt: skip
+    a = arch(
+        memory("DRAM", "inf", 100, 50, tensors={"keep": "~Intermediates", "may_keep": "All"}),
+        memory("GB", 400, 4, 2, tensors={"may_keep": "All"}),
+        compute_unit("MAC", 1, throughput=2),
+    )
+    path = tmp_path / "three.yaml"
+    path.write_text(to_yaml({**a, **wl}))
+    return load_spec(path)
+
+
+def test_rows_of_one_marked_prefix_have_the_same_gaps(tmp_path, monkeypatch):
+    """What the loop orders' proof needs: within a template, rows of one prefix (own
+    nodes among the fused loops marked) with a gap of two loops or more loop over the
+    same variables in every prefix gap, so every order changes them alike (rows whose
+    gaps hold one loop each have one order: their marks go, they may differ)."""
+    import fusemap.mapper.pmappings as P
+    from fusemap.mapper.gap_orders import _looped_masks
+    from fusemap.mapper.prefix import MARK
+    from fusemap.mapper.space import config_from_spec
+
+    seen = []
+
+    def spy(res, ctx, interner, counter):
+        if res.seq is not None and ctx.p_max > 0 and res.rows:
+            here, mids = res.gap_tiles(np.arange(res.rows))
+            masks = _looped_masks(res, here, mids)[:, : ctx.p_max]
+            seen.append((res.seq.copy(), masks, [interner.prefixes[q] for q in res.seq]))
+        return with_gap_orders(res, ctx, interner, counter)
+
+    monkeypatch.setattr(P, "with_gap_orders", spy)
+    spec = _middle_of_three_spec(tmp_path)
+    config = replace(config_from_spec(spec), fusion=True)
+    P.generate_pmappings(spec, "E1", objective="energy", config=config)
+    assert any(t[0] == MARK for _, _, prefixes in seen for p in prefixes for t in p)
+    several = 0
+    for seq, masks, _ in seen:
+        for q in np.unique(seq):
+            rows = masks[seq == q]
+            if any(bin(int(m)).count("1") >= 2 for m in rows.ravel()):
+                several += 1
+                assert len(np.unique(rows, axis=0)) == 1
+    assert several > 0
