@@ -8,8 +8,6 @@ docs/ffm.md, "Loop orders in a fused prefix". Hand cases on two-row templates.
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import numpy as np
 
 from fusemap.mapper.fused_rows import fused_criteria, pruned_before_orders, stacked_buckets
@@ -23,9 +21,13 @@ A = Holder("A", "GB", 1, True)  # fused backing node (position 2, the deepest)
 HOLDERS = (ROOT, W, A)
 
 
-def _tiler(tracked=("GB",), capacity=1e9):
-    ctx = GapContext(2, frozenset(tracked), frozenset(tracked), 3, {"GB": capacity}, None)
-    return SimpleNamespace(gap_context=lambda: ctx)
+def _ctx(tracked=("GB",), capacity=1e9):
+    return GapContext(2, frozenset(tracked), frozenset(tracked), 3, {"GB": capacity}, None)
+
+
+def _pruned(pairs, objective, alone):
+    """:func:`pruned_before_orders` of (result, context) pairs."""
+    return pruned_before_orders([r for r, _ in pairs], [c for _, c in pairs], objective, alone)
 
 
 def _result(holders, energy, buckets, totals, seq=(5, 6)):
@@ -48,13 +50,13 @@ def _result(holders, energy, buckets, totals, seq=(5, 6)):
 
 
 def _rows(kept):
-    return [r.energy.tolist() for r, _ in kept]
+    return [r.energy.tolist() for r in kept]
 
 
 def test_a_row_dominated_by_a_template_of_the_same_kind_goes():
     s = _result(HOLDERS, [1.0, 5.0], [[1, 0, 0], [1, 0, 0]], [1, 1])
     r = _result(HOLDERS, [2.0, 0.5], [[1, 0, 0], [1, 0, 0]], [1, 1])
-    kept = pruned_before_orders([(s, _tiler()), (r, _tiler())], "energy", False)
+    kept = _pruned([(s, _ctx()), (r, _ctx())], "energy", False)
     assert _rows(kept) == [[1.0], [0.5]]  # 5.0 and 2.0 are dominated
 
 
@@ -63,12 +65,12 @@ def test_rows_of_other_prefixes_or_kinds_stay():
     r = _result(HOLDERS, [2.0, 2.0], [[1, 0, 0]] * 2, [1, 1], seq=(7, 8))
     w_in_dram = (ROOT, Holder("W", "DRAM", 0, True), A)
     other = _result(w_in_dram, [3.0, 3.0], [[1, 0, 0]] * 2, [1, 1])
-    kept = pruned_before_orders([(s, _tiler()), (r, _tiler()), (other, _tiler())], "energy", False)
+    kept = _pruned([(s, _ctx()), (r, _ctx()), (other, _ctx())], "energy", False)
     assert _rows(kept) == [[1.0, 1.0], [2.0, 2.0], [3.0, 3.0]]
     worse = _result(HOLDERS, [2.0, 2.0], [[1, 0, 0]] * 2, [1, 1], seq=(5, 6))
-    smaller = pruned_before_orders([(s, _tiler()), (worse, _tiler(capacity=64))], "energy", False)
+    smaller = _pruned([(s, _ctx()), (worse, _ctx(capacity=64))], "energy", False)
     assert _rows(smaller) == [[1.0, 1.0], [2.0, 2.0]]  # another capacity: another kind
-    same = pruned_before_orders([(s, _tiler()), (worse, _tiler())], "energy", False)
+    same = _pruned([(s, _ctx()), (worse, _ctx())], "energy", False)
     assert _rows(same) == [[1.0, 1.0], []]
 
 
@@ -77,9 +79,9 @@ def test_the_total_of_a_lowering_memory_decides_too():
     its orders might not fit where the other's do, so both rows stay."""
     s = _result(HOLDERS, [1.0, 1.0], [[1, 0, 0]] * 2, [9, 9])
     r = _result(HOLDERS, [2.0, 2.0], [[1, 0, 0]] * 2, [1, 1])
-    kept = pruned_before_orders([(s, _tiler()), (r, _tiler())], "energy", False)
+    kept = _pruned([(s, _ctx()), (r, _ctx())], "energy", False)
     assert _rows(kept) == [[1.0, 1.0], [2.0, 2.0]]
-    untracked = pruned_before_orders([(s, _tiler(())), (r, _tiler(()))], "energy", False)
+    untracked = _pruned([(s, _ctx(())), (r, _ctx(()))], "energy", False)
     assert _rows(untracked) == [[1.0, 1.0], []]  # W lowers nothing: totals decide nothing
 
 

@@ -117,6 +117,19 @@ def test_ordered_as_prefix_rewrites_the_first_loops():
     assert loops == [("n", 2), ("m", 1), ("k", 1)]
 
 
+def _spec(tmp_path, name, wl, gb_bits, **dram):
+    """``wl`` on DRAM (intermediates kept off it), a buffer of ``gb_bits``, one MAC."""
+    a = arch(
+        memory("DRAM", "inf", 100, 50, tensors={"keep": "~Intermediates", "may_keep": "All"},
+               **dram),
+        memory("GB", gb_bits, 4, 2, tensors={"may_keep": "All"}),
+        compute_unit("MAC", 1, throughput=2),
+    )  # fmt: skip
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(to_yaml({**a, **wl}))
+    return load_spec(path)
+
+
 def _seed23_spec(tmp_path):
     """The oracle's seed 23, written out (m=3, k=2, n=2; GB of 24 bits)."""
     wl = workload(
@@ -126,22 +139,7 @@ def _seed23_spec(tmp_path):
         einsum("E1", access("A", ["m", "n"]), access("S", ["m", "n"]),
                access("B", ["m", "n"], output=True)),
     )  # fmt: skip
-    a = arch(
-        memory(
-            "DRAM",
-            "inf",
-            100,
-            50,
-            read_tp=2,
-            write_tp=2,
-            tensors={"keep": "~Intermediates", "may_keep": "All"},
-        ),  # fmt: skip
-        memory("GB", 24, 4, 2, tensors={"may_keep": "All"}),
-        compute_unit("MAC", 1, throughput=2),
-    )
-    path = tmp_path / "seed23.yaml"
-    path.write_text(to_yaml({**a, **wl}))
-    return load_spec(path)
+    return _spec(tmp_path, "seed23", wl, 24, read_tp=2, write_tp=2)
 
 
 def test_a_fused_chain_meets_in_any_loop_order(tmp_path):
@@ -223,14 +221,7 @@ def _middle_of_three_spec(tmp_path):
         einsum("E2", access("C", ["m", "p"]), access("W2", ["p", "k"]),
                access("D", ["m", "k"], output=True)),
     )  # fmt: skip
-    a = arch(
-        memory("DRAM", "inf", 100, 50, tensors={"keep": "~Intermediates", "may_keep": "All"}),
-        memory("GB", 400, 4, 2, tensors={"may_keep": "All"}),
-        compute_unit("MAC", 1, throughput=2),
-    )
-    path = tmp_path / "three.yaml"
-    path.write_text(to_yaml({**a, **wl}))
-    return load_spec(path)
+    return _spec(tmp_path, "three", wl, 400)
 
 
 def test_rows_of_one_marked_prefix_have_the_same_gaps(tmp_path, monkeypatch):

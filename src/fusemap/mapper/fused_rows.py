@@ -11,8 +11,6 @@ template's row dominates in every order of their gaps (the proof is in ``docs/ff
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from .gap_orders import GapContext, lowers
@@ -60,9 +58,9 @@ def fused_criteria(
 
 
 def pruned_before_orders(
-    kept: list[tuple[TemplateResult, Any]], objective: str, alone: bool
-) -> list[tuple[TemplateResult, Any]]:
-    """``kept`` (each template's result and tiler) without the rows a row of another
+    results: list[TemplateResult], contexts: list[GapContext], objective: str, alone: bool
+) -> list[TemplateResult]:
+    """``results`` (each template's, with its search's context) without the rows a row of another
     template dominates in the same prefix, where both templates have the same nodes
     above their prefix gaps, in the same memories of the same capacities.
 
@@ -72,27 +70,27 @@ def pruned_before_orders(
     its reservation, the totals of its memory are compared as well: the dominating row's
     order then fits wherever the dominated one's does."""
     by_kind: dict[tuple, list[int]] = {}
-    for i, (r, tiler) in enumerate(kept):
+    for i, (r, ctx) in enumerate(zip(results, contexts, strict=True)):
         if r.seq is not None and r.rows:
-            by_kind.setdefault(_order_kind(r, tiler.gap_context()), []).append(i)
-    out = list(kept)
+            by_kind.setdefault(_order_kind(r, ctx), []).append(i)
+    out = list(results)
     for kind, members in by_kind.items():
         if len(members) < 2:
             continue
-        results = [kept[i][0] for i in members]
-        seq = np.concatenate([r.seq for r in results])
-        crit = fused_criteria(results, seq, stacked_buckets(results), objective, alone)
+        group = [results[i] for i in members]
+        seq = np.concatenate([r.seq for r in group])
+        crit = fused_criteria(group, seq, stacked_buckets(group), objective, alone)
         totals = [
-            np.concatenate([r.reservations.get(m, np.zeros(r.rows)) for r in results])[:, None]
+            np.concatenate([r.reservations.get(m, np.zeros(r.rows)) for r in group])[:, None]
             for m in kind[-1]
         ]
         keep = pareto_mask(seq, np.concatenate([crit, *totals], axis=1))
         at = 0
-        for i, r in zip(members, results, strict=True):
+        for i, r in zip(members, group, strict=True):
             rows = np.flatnonzero(keep[at : at + r.rows])
             at += r.rows
             if len(rows) < r.rows:
-                out[i] = (r.compact(rows), kept[i][1])
+                out[i] = r.compact(rows)
     return out
 
 

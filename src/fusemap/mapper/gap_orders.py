@@ -19,9 +19,11 @@ reservation of the node above each gap lowered as that order lowers it:
 
 Each row's reservations (total and per loop depth) change by the difference, and a row
 that no longer fits its memory is dropped. Within a template, the rows of one prefix
-have the same tiles in that prefix's gaps, so each order changes all of them alike and
-the template's own pruning loses none of them; the table is pruned after (across
-templates), with every order present.
+have the same tiles in that prefix's gaps (the search marks the template's own nodes
+among the fused loops in the prefix, :data:`fusemap.mapper.prefix.MARK`, until the
+orders are added), so each order changes all of them alike and the template's own
+pruning loses none of them; the table is pruned after (across templates), with every
+order present.
 """
 
 from __future__ import annotations
@@ -164,9 +166,7 @@ def _gap_options(
     h = res.template.holders[j]
     lowered = lowers(h, ctx)
     rel = res.relevance.get(h.tensor, {}) if not h.virtual else {}
-    canon = tuple(
-        sorted(looped, key=lambda k: (0 if h.virtual else _RANK[rel[res.variables[k]]], k))
-    )
+    canon = canonical_order(h, looped, lambda k: rel[res.variables[k]])
     out = [_Option(canon, True, ())]
     if len(looped) < 2:
         return out
@@ -189,6 +189,13 @@ def _gap_options(
             delta = ((h.component, -1, bits - bits0),)
         out.append(_Option(order, False, delta))
     return out
+
+
+def canonical_order(h: Holder, looped: list[int], kind: Callable[[int], str]) -> tuple[int, ...]:
+    """The order the search writes the loops ``looped`` (variable indices) of the gap
+    below ``h`` in: relevant to its tensor, partially relevant, irrelevant (``kind``),
+    by index within each; by index alone below a virtual holder."""
+    return tuple(sorted(looped, key=lambda k: (0 if h.virtual else _RANK[kind(k)], k)))
 
 
 def lowers(h: Holder, ctx: GapContext) -> bool:

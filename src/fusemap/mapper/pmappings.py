@@ -344,15 +344,17 @@ def generate_pmappings(
     if objective != "energy":
         full_ceiling = np.inf  # twins searched without the energy branch and bound
     kept = [(r, tiler) for r, tiler in zip(done, tilers, strict=True) if r.rows]
+    results = [r for r, _ in kept]
     if config.fusion:  # every loop order of the prefix gaps, before the table is pruned
         counter = OrderCounter(einsum)
         alone = amounts == [{}]  # hosts nothing: rows that fuse nothing run alone
+        contexts = [t.gap_context() for _, t in kept]
         if prune:
-            kept = pruned_before_orders(kept, objective, alone)
-        kept = [(with_gap_orders(r, t.gap_context(), interner, counter), t) for r, t in kept]
-        kept = [(_unmarked(r, interner), t) for r, t in kept]
-    results = [r for r, _ in kept]
-    if config.fusion:
+            results = pruned_before_orders(results, contexts, objective, alone)
+        results = [
+            _unmarked(with_gap_orders(r, ctx, interner, counter), interner)
+            for r, ctx in zip(results, contexts, strict=True)
+        ]
         top = {t: top_memory(arch, info.name) for t in shared}
         table = _combine_fused(einsum, results, objective, shared, interner, top, prune, alone)
     else:

@@ -21,7 +21,7 @@ from ..model.costs import gated_fraction, total_leak_power
 from ..model.reuse import projection_terms
 from ..spec.arch_eval import FlatArch
 from ..spec.resolve import EinsumInfo
-from .gap_orders import GapContext
+from .gap_orders import GapContext, canonical_order
 from .pareto import pareto_mask
 from .prefix import MARK, ForgetfulInterner, PrefixInterner
 from .space import MapperConfig, Template, candidate_sizes, fused_positions, next_sizes
@@ -305,16 +305,16 @@ class TemplateTiler(NodeCosts):
         sizes, crit, seq, depth = self.rows_above(prev)
         holder = t.holders[j]
         tracked = holder.component in self.res_cols
-        if j in self.fused_pos:
-            token = (("back", holder.tensor, holder.component),)
+        # A fused node; or an own node among the fused loops, marked until the loop
+        # orders are added (gap_orders): rows placing the loops differently around it
+        # stay apart.
+        own = 0 < j < self.p_max and not self.relaxed
+        kind = "back" if j in self.fused_pos else MARK if own else None
+        if kind is not None:
+            token = ((kind, holder.tensor, holder.component),)
             seq = self.interner.extend(seq, [token], np.zeros(len(seq), dtype=np.int64))
-            if j == self.p_max:
-                seq = self.interner.settled(seq)
-        elif 0 < j < self.p_max and not self.relaxed:
-            # An own node among the fused loops: marked until the loop orders are added
-            # (gap_orders), so rows that place the loops differently around it stay apart.
-            token = ((MARK, holder.tensor, holder.component),)
-            seq = self.interner.extend(seq, [token], np.zeros(len(seq), dtype=np.int64))
+        if j == self.p_max:
+            seq = self.interner.settled(seq)
         # Traffic of this node depends only on the sizes at the node: cost it first.
         cost = crit.copy()
         top = {v: sizes[:, k] for k, v in enumerate(self.vars)}
@@ -422,15 +422,11 @@ class TemplateTiler(NodeCosts):
         """Append gap ``j``'s loops, in the canonical order, to the fused prefixes."""
         if self.relaxed:
             return np.zeros(len(seq), dtype=np.int64)  # prefixes forgotten
-        rank = {"relevant": 0, "partial": 1, "irrelevant": 2}
         holder = self.t.holders[j]
-        order = sorted(
-            range(len(self.vars)),
-            key=lambda k: (
-                0 if holder.virtual else rank[self.info.relevance(holder.tensor, self.vars[k])],
-                k,
-            ),
-        )
+        order = canonical_order(
+            holder, list(range(len(self.vars))),
+            lambda k: self.info.relevance(holder.tensor, self.vars[k]),
+        )  # fmt: skip
         pairs = np.concatenate([here, mids], axis=1)
         uniq, inverse = np.unique(pairs, axis=0, return_inverse=True)
         n = len(self.vars)
