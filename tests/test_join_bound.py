@@ -83,12 +83,12 @@ def test_bound_keeps_exactly_the_rows_that_can_still_win():
     # Einsum 0 is joined; Einsum 1 costs at least energy 3 and latency 1.
     least_e, least_l = np.array([1.0, 3.0]), np.array([1.0, 1.0])
     b = Bound("energy", 8.0, least_e, least_l)
-    assert list(b.keep(g, 0).energy) == [1.0, 5.0]  # 9 + 3 > 8
+    assert list(b.keep(g, 0, ()).energy) == [1.0, 5.0]  # 9 + 3 > 8
     edp = Bound("edp", 24.0, least_e, least_l)
-    assert list(edp.keep(g, 0).energy) == [1.0, 5.0, 9.0]  # (4)(5)=20, (8)(3)=24, (12)(2)=24
+    assert list(edp.keep(g, 0, ()).energy) == [1.0, 5.0, 9.0]  # (4)(5)=20, (8)(3)=24, (12)(2)=24
     edp = Bound("edp", 23.0, least_e, least_l)
-    assert list(edp.keep(g, 0).energy) == [1.0]
-    assert Bound("latency", 0.5, least_e, least_l).keep(g, 0) is None
+    assert list(edp.keep(g, 0, ()).energy) == [1.0]
+    assert Bound("latency", 0.5, least_e, least_l).keep(g, 0, ()) is None
     assert Bound("energy", 0.0, least_e, least_l).lowest() == 4.0
     assert Bound("edp", 0.0, least_e, least_l).lowest() == 8.0
 
@@ -159,7 +159,9 @@ def test_pieces_that_match_no_group_are_not_formed(objective, kib, tables_once, 
 
     def counting(label, use_match):
         def pieces(*args):
-            out = real(*args) if use_match else real(*args[:-1])
+            # args: j, order, table, workload, arch, accessors, memories, allowed,
+            # match, shareable
+            out = real(*args) if use_match else real(*args[:8], None, *args[9:])
             formed[label] += len(out)
             return out
 

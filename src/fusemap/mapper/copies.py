@@ -67,44 +67,76 @@ def same_view(workload: WorkloadInfo, accessors: dict[str, list[int]], order: li
 
 
 def copy_levels(
-    table, info: EinsumInfo, tensors: list[str], shareable: set, later: set
+    table,
+    info: EinsumInfo,
+    tensors: list[str],
+    shareable: set,
+    later: set,
+    rows: np.ndarray | None = None,
 ) -> CopyLevels:
-    """The copies of ``tensors`` in every row of ``table``; ``shareable``: tensors whose
-    copies may be shared, ``later``: those an Einsum before this one uses (cached on the
-    table: the join runs once per order and cap)."""
+    """The copies of ``tensors`` in the rows of ``table`` (those ``rows`` at least: the
+    others may be left at 0); ``shareable``: tensors whose copies may be shared,
+    ``later``: those an Einsum before this one uses. Worked out per template, once
+    (cached on the table: the join runs once per order and cap, and a capped join asks
+    for few rows)."""
     cache = table.__dict__.setdefault("_copy_levels_cache", {})
     mine = set(tensors)
     key = (tuple(tensors), tuple(sorted(shareable & mine)), tuple(sorted(later & mine)))
     if key not in cache:
-        cache[key] = _copy_levels_of(table, info, tensors, shareable & mine, later & mine)
-    return cache[key]
+        cache[key] = _Levels(len(table), tensors, shareable & mine, later & mine)
+    levels = cache[key]
+    wanted = np.unique(table.template if rows is None else table.template[rows])
+    todo = [k for k in wanted.tolist() if k not in levels.done]
+    if todo:
+        levels.add(table, info, todo)
+    return levels.view(tensors)
 
 
-def _copy_levels_of(
-    table, info: EinsumInfo, tensors: list[str], shareable: set, later: set
-) -> CopyLevels:
-    fusion = table.fusion
-    assert fusion is not None
-    n = len(table)
-    private = {t: np.zeros(n, dtype=np.int64) for t in tensors}
-    shared: dict[tuple[str, str], np.ndarray] = {}
-    depth: dict[tuple[str, str], np.ndarray] = {}
-    for k in range(len(table.results)):
-        mine = np.nonzero(table.template == k)[0]
-        if len(mine) == 0 or not tensors:
-            continue
-        res = result_tiles(table.results, k)
-        holders = res.template.holders
-        top_level = holders[0].level
-        seen = [
-            j
-            for j, h in enumerate(holders)
-            if h.tensor in private
-            and not (h.backing and h.level != top_level and h.tensor in fusion.shared)
-        ]
-        if not seen:
-            continue
-        here, mids = res.gap_tiles(table.row[mine])
+class _Levels:
+    """Copy levels of a table's rows, filled template by template."""
+
+    def __init__(self, n: int, tensors: list[str], shareable: set, later: set) -> None:
+        self.n, self.shareable, self.later = n, shareable, later
+        self.private = {t: np.zeros(n, dtype=np.int64) for t in tensors}
+        self.shared: dict[tuple[str, str], np.ndarray] = {}
+        self.depth: dict[tuple[str, str], np.ndarray] = {}
+        self.done: set[int] = set()
+
+    def view(self, tensors: list[str]) -> CopyLevels:
+        keys = tuple(sorted(self.shared))
+        empty = np.zeros((0, self.n), np.int64)
+        return CopyLevels(
+            np.stack([self.private[t] for t in tensors]) if tensors else empty,
+            np.stack([self.shared[k] for k in keys]) if keys else empty,
+            np.stack([self.depth[k] for k in keys]) if keys else empty,
+            keys,
+        )
+
+    def add(self, table, info: EinsumInfo, templates: list[int]) -> None:
+        """Work out the rows of ``templates``."""
+        self.done.update(templates)
+        if not self.private:
+            return
+        fusion = table.fusion
+        assert fusion is not None
+        by_template = _rows_by_template(table.template, templates)
+        for k in templates:
+            mine = by_template[k]
+            res = result_tiles(table.results, k)
+            holders = res.template.holders
+            top_level = holders[0].level
+            seen = [
+                j
+                for j, h in enumerate(holders)
+                if h.tensor in self.private
+                and not (h.backing and h.level != top_level and h.tensor in fusion.shared)
+            ]
+            if not seen or len(mine) == 0:
+                continue
+            self._add_template(info, fusion, res, holders, top_level, seen, mine, table.row[mine])
+
+    def _add_template(self, info, fusion, res, holders, top_level, seen, mine, in_result) -> None:
+        here, mids = res.gap_tiles(in_result)
         looped = np.stack([m < h for h, m in zip(here, mids, strict=True)], axis=1)
         above = np.zeros((len(mine), len(holders)), dtype=np.int64)
         above[:, 1:] = np.cumsum(looped.sum(axis=2), axis=1)[:, : len(holders) - 1]
@@ -116,7 +148,8 @@ def _copy_levels_of(
             and holders[lead].level == top_level
         ):
             lead += 1
-        ok = _shareable(res, holders, above, shareable, later, fusion, top_level, lead)
+        ok = _shareable(res, holders, above, self.shareable, self.later, fusion, top_level, lead)
+        n = self.n
         for j in seen:
             h = holders[j]
             level = above[:, j] + 1
@@ -124,23 +157,27 @@ def _copy_levels_of(
                 level = np.where(above[:, j] == 0, 0, level)
             share = ok.get(j, np.zeros(len(mine), dtype=bool)) & (level > 0)
             if share.any():
-                col = shared.setdefault((h.tensor, h.component), np.zeros(n, dtype=np.int64))
+                col = self.shared.setdefault((h.tensor, h.component), np.zeros(n, dtype=np.int64))
                 col[mine] = np.where(share, level, col[mine])
-                dep = depth.setdefault((h.tensor, h.component), np.zeros(n, dtype=np.int64))
+                dep = self.depth.setdefault((h.tensor, h.component), np.zeros(n, dtype=np.int64))
                 passed = _passed(info, h.tensor, res, looped[:, j], above[:, j], fusion, mine)
                 dep[mine] = np.where(share, above[:, j] + passed, dep[mine])
             level = np.where(share, 0, level)
-            cur = private[h.tensor][mine]
-            private[h.tensor][mine] = np.where(
+            cur = self.private[h.tensor][mine]
+            self.private[h.tensor][mine] = np.where(
                 (level > 0) & ((cur == 0) | (level < cur)), level, cur
             )
-    keys = tuple(sorted(shared))
-    return CopyLevels(
-        np.stack([private[t] for t in tensors]) if tensors else np.zeros((0, n), np.int64),
-        np.stack([shared[k] for k in keys]) if keys else np.zeros((0, n), np.int64),
-        np.stack([depth[k] for k in keys]) if keys else np.zeros((0, n), np.int64),
-        keys,
-    )
+
+
+def _rows_by_template(template: np.ndarray, wanted: list[int]) -> dict[int, np.ndarray]:
+    """Per template of ``wanted``: its rows of the table (in order)."""
+    order = np.argsort(template, kind="stable")
+    sorted_t = template[order]
+    out = {}
+    for k in wanted:
+        lo, hi = np.searchsorted(sorted_t, [k, k + 1])
+        out[k] = order[lo:hi]
+    return out
 
 
 def _passed(

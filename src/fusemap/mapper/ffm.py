@@ -179,11 +179,10 @@ def map_workload(
         stats.dirty_bound = bound if math.isfinite(bound) else None
         stats.seconds["dirty join"] = time.perf_counter() - t
         t = time.perf_counter()
-    caps = [bound] if math.isfinite(bound) else _deepening_caps(objective, order_list, tables)
-    for cap in caps:
-        joins = _capped_joins(cap, order_list, tables, deferred, stats, join_args, progress)
-        if any(len(j.energy) for j in joins):
-            break  # within the cap: every mapping at or under it was kept
+    if math.isfinite(bound):
+        joins = _capped_joins(bound, order_list, tables, deferred, stats, join_args, progress)
+    else:
+        joins = _deepening(objective, order_list, tables, deferred, stats, join_args, progress)
     if checks_full_space:
         found = _pick(joins, objective)
         if found:
@@ -222,9 +221,33 @@ def map_workload(
     return MapOutcome(objective, mapped, stats, pass_bounds(spec, wl), notes)
 
 
-def _capped_joins(cap, order_list, tables, deferred, stats, join_args, progress) -> list[Joined]:
+def _deepening(objective, order_list, tables, deferred, stats, join_args, progress) -> list[Joined]:
+    """Capped joins, lowest cap first, until one finds a mapping (the last is unbounded).
+
+    The first cap sits just above the least of every Einsum alone: on GPT-3 that is the
+    optimum, and one cheap join finds it. If it finds nothing, the relaxed join
+    (:mod:`.completion`) gives a higher lower bound; the later caps sit above it and their
+    joins complete partial mappings with it (it pays on long chains; on GPT-3 it would
+    cost more than the whole capped join)."""
+    first = _deepening_caps(objective, order_list, tables)[0]
+    joins = _capped_joins(first, order_list, tables, deferred, stats, join_args, progress, False)
+    if any(len(j.energy) for j in joins) or not math.isfinite(first):
+        return joins
+    for cap in _deepening_caps(objective, order_list, tables, join_args[0]):
+        if cap <= first:
+            continue
+        joins = _capped_joins(cap, order_list, tables, deferred, stats, join_args, progress)
+        if any(len(j.energy) for j in joins):
+            break  # within the cap: every mapping at or under it was kept
+    return joins
+
+
+def _capped_joins(
+    cap, order_list, tables, deferred, stats, join_args, progress, completed: bool = True
+) -> list[Joined]:
     """One join per order, bounded by ``cap`` (none if infinite), the hosting templates
-    it may need tiled first."""
+    it may need tiled first; ``completed``: partial mappings are completed with the
+    relaxed join's least (else with every later Einsum's least alone)."""
     if deferred is not None:
         t_host = time.perf_counter()
         stats.hosting_templates.append(deferred.extend(tables, cap, order_list))
@@ -234,7 +257,9 @@ def _capped_joins(cap, order_list, tables, deferred, stats, join_args, progress)
     wl, arch, objective, memories, rules = join_args
     joins: list[Joined] = []
     for k, order in enumerate(order_list):
-        cut = Bound.of(objective, cap, order, tables) if math.isfinite(cap) else None
+        cut = None
+        if math.isfinite(cap):
+            cut = Bound.of(objective, cap, order, tables, wl if completed else None)
         joins.append(
             join(order, tables, wl, arch, _join_objective(objective), memories, bound=cut,
                  rules=rules)
@@ -263,17 +288,20 @@ DEEPENING = (1e-6, 0.03, 0.15, 0.6)
 the unbounded join."""
 
 
-def _deepening_caps(objective: str, order_list, tables) -> list[float]:
+def _deepening_caps(
+    objective: str, order_list, tables, wl: WorkloadInfo | None = None
+) -> list[float]:
     """Objective caps for the joins, lowest first, the last one infinite.
 
     The best row of every Einsum together bounds the optimum from below (objectives add
-    up along the order). A join bounded by a cap keeps every partial mapping and every
+    up along the order); with the ``wl``, the relaxed join's least, a higher bound
+    (:mod:`.completion`). A join bounded by a cap keeps every partial mapping and every
     pmapping that could still be part of a mapping within it, so if it finds a mapping,
     its best one is optimal; if not, the next cap is tried. On GPT-3 the optimum is that
     bound itself (every Einsum at its least energy), and the first cap's join is tiny."""
     if objective == "pareto":
         return [math.inf]
-    low = min(Bound.of(objective, 0.0, order, tables).lowest() for order in order_list)
+    low = min(Bound.of(objective, math.inf, order, tables, wl).lowest() for order in order_list)
     if not math.isfinite(low) or low <= 0:
         return [math.inf]
     return [low * (1 + slack) for slack in DEEPENING] + [math.inf]

@@ -32,6 +32,7 @@ unless both keep the same copy there: a shared copy (:mod:`.copies`), reserved o
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -39,6 +40,7 @@ import numpy as np
 from ..model.reuse import projection_terms
 from ..spec.arch_eval import ArchEvaluator
 from ..spec.resolve import WorkloadInfo
+from .completion import Completion, live_key, prefix_compat, relaxed
 from .copies import copy_levels, same_view
 from .dependencies import EMPTY, FusionRules, State
 from .join_rows import Group, join_pairs
@@ -181,13 +183,15 @@ def join(
                 pairs.append((g, p))
                 lk = (key, id(p.compat))  # p.compat: one dict per prefix, alive all step
                 if lk not in live_keys:
-                    live_keys[lk] = _live_key(live, p.compat, j, accessors)
+                    live_keys[lk] = live_key(live, p.compat, j, accessors)
                 dest.append((live_keys[lk], nstate, nexposure))
                 adds.append(p.shared_adds + hosted.adds(held, p.b_prev) + shared)
         joined = join_pairs(pairs, dest, tables[name], memories, adds)
         if bound is not None:  # before pruning: the cut rows need not be compared
             before = sum(len(g.energy) for g in joined.values())
-            joined = {k: g for k, g in ((k, bound.keep(g, j)) for k, g in joined.items()) if g}
+            joined = {
+                k: g for k, g in ((k, bound.keep(g, j, k[0])) for k, g in joined.items()) if g
+            }
             stats.rows_bounded.append(before - sum(len(g.energy) for g in joined.values()))
         groups = _prune(joined, objective, epsilon)
         stats.groups.append(len(groups))
@@ -221,7 +225,6 @@ def _pieces(
     info = workload.einsum(order[j])
     multi = sorted(t for t in info.tensors if len(accessors[t]) > 1)
     later = {t for t in multi if accessors[t][0] < j}
-    copies = copy_levels(table, info, multi, set(shareable), later)
     seqs, first, inverse = np.unique(fusion.seq, return_index=True, return_inverse=True)
     inverse = inverse.ravel()
     rows = np.arange(len(inverse)) if allowed is None else np.flatnonzero(allowed)
@@ -231,13 +234,14 @@ def _pieces(
     if match is not None:
         tensors, wanted = frozenset(match[0]), match[1]
         joins = [
-            tuple(c for c in _compat(table, int(seqs[k])) if c.tensor in tensors) in wanted
+            tuple(c for c in prefix_compat(table, int(seqs[k])) if c.tensor in tensors) in wanted
             for k in needed.tolist()
         ]
         needed = needed[np.array(joins, dtype=bool)]
         rows = rows[np.isin(inverse[rows], needed)]
         if len(rows) == 0:
             return []
+    copies = copy_levels(table, info, multi, set(shareable), later, rows)
     bits_of: dict[tuple, float] = {}  # fused tile bits by tensor, memory and tile shape
     # Per fused prefix with a row to join (a capped join allows few): its place in the order.
     meta = {
@@ -296,7 +300,7 @@ def _prefix_place(j, seq, table, info, arch, workload, accessors, memories, bits
     """One fused prefix's compatibility and place in the order: (compat, b_prev, b_next,
     loops, fused backing reservations, loops above its hosting mark or None)."""
     fusion = table.fusion
-    compat = {c.tensor: c for c in _compat(table, seq)}
+    compat = {c.tensor: c for c in prefix_compat(table, seq)}
     fused = {t: c for t, c in compat.items() if c.backing != fusion.top[t]}
     b_prev = max((c.depth for t, c in fused.items() if accessors[t][0] < j), default=0)
     b_next = max((c.depth for t, c in fused.items() if accessors[t][-1] > j), default=0)
@@ -316,18 +320,6 @@ def _prefix_place(j, seq, table, info, arch, workload, accessors, memories, bits
     mark = next((k for k, t in enumerate(tokens) if t[0] == "back" and t[1] == HOSTING), None)
     hosting = None if mark is None else sum(t[0] == "loop" for t in tokens[:mark])
     return compat, b_prev, b_next, loops, adds, hosting
-
-
-def _compat(table: PmappingTable, seq: int) -> tuple[Compatibility, ...]:
-    """The compatibility of one fused prefix of the table, per shared tensor (sorted).
-    Cached on the table: every join (order, cap) asks again."""
-    cache = table.__dict__.setdefault("_compat_cache", {})
-    got = cache.get(seq)
-    if got is None:
-        fusion = table.fusion
-        assert fusion is not None
-        got = cache[seq] = fusion.interner.compatibility(seq, fusion.shared, fusion.top)
-    return got
 
 
 def _exposed(
@@ -464,14 +456,6 @@ def _backing_bits(info, tensor: str, c: Compatibility, table: PmappingTable, arc
     return values * comp.value_bits(tensor, workload.tensors[tensor].bits_per_value)
 
 
-def _live_key(live: dict, compat: dict, j: int, accessors: dict) -> Key:
-    """Live compatibility after Einsum ``j``: tensors used both up to ``j`` and after."""
-    merged = dict(live)
-    merged.update(compat)
-    keep = [c for t, c in merged.items() if accessors[t][0] <= j < accessors[t][-1]]
-    return tuple(sorted(keep, key=lambda c: c.tensor))
-
-
 def _prune(merged: dict[tuple, Group], objective: str, epsilon: float = 0.0) -> dict:
     """Per key, the Pareto-optimal partial mappings of its group (objectives and open
     reservations; ``C[0]`` is left out: the future only takes a maximum with it). With
@@ -512,24 +496,36 @@ def _prune(merged: dict[tuple, Group], objective: str, epsilon: float = 0.0) -> 
 @dataclass
 class Bound:
     """The cut of a bounded join: a partial mapping whose objective, completed with the
-    best row of every later Einsum, is worse than ``best`` cannot reach a mapping of
+    least every later Einsum can add, is worse than ``best`` cannot reach a mapping of
     objective at most ``best``; nor can a pmapping whose objective, completed with the
-    best row of every other Einsum, is worse. Exact for every mapping within ``best``:
-    objectives only add up along the order, and a row that dominates another (no worse
-    in energy and latency) is never cut when the other is kept."""
+    least the other Einsums can add around it, is worse. Exact for every mapping within
+    ``best``: objectives only add up along the order, and a row that dominates another
+    (no worse in energy and latency) is never cut when the other is kept.
+
+    The least added is each Einsum's best row alone, or, with ``completion``, the relaxed
+    join's least from the live compatibility reached (:mod:`.completion`): tighter on long
+    chains, where the best rows of neighbours disagree on the tensor between them."""
 
     objective: str  # energy | latency | edp
     best: float
     least_energy: np.ndarray  # [j]: least energy of the j-th Einsum of the order
     least_latency: np.ndarray
     floor: float = 0.0  # a lower bound of the objective known besides
+    completion: Completion | None = None
 
     @classmethod
-    def of(cls, objective, best, order, tables) -> Bound:
-        """The bound for ``order``, knowing (or trying) an objective value ``best``."""
+    def of(cls, objective, best, order, tables, workload: WorkloadInfo | None = None) -> Bound:
+        """The bound for ``order``, knowing (or trying) an objective value ``best``
+        (with the ``workload``, completed by the relaxed join)."""
         e = np.array([float(tables[n].energy.min()) for n in order])
         lat = np.array([float(tables[n].latency.min()) for n in order])
         bound = cls(objective, best, e, lat)
+        if workload is not None:
+            # The rows the plain bound allows are all a mapping within ``best`` may use.
+            rows = None
+            if math.isfinite(best):
+                rows = [bound.allowed(tables[n], j) for j, n in enumerate(order)]
+            bound.completion = relaxed(order, tables, workload, rows)
         if objective == "edp":  # some row of each Einsum is in the mapping
             bound.floor = max(
                 float(bound._value(*bound._completed(tables[n], j)).min())
@@ -543,12 +539,18 @@ class Bound:
         return latency if self.objective == "latency" else energy * latency
 
     def lowest(self) -> float:
-        """A lower bound of the objective: the best row of every Einsum together."""
-        together = float(self._value(self.least_energy.sum(), self.least_latency.sum()))
+        """A lower bound of the objective: the least of every Einsum together."""
+        if self.completion is not None:
+            together = float(self._value(*self.completion.lowest))
+        else:
+            together = float(self._value(self.least_energy.sum(), self.least_latency.sum()))
         return max(together, self.floor)
 
     def _completed(self, table, j: int) -> tuple[np.ndarray, np.ndarray]:
-        """Each row of the ``j``-th Einsum's table with the best rows of the others."""
+        """Each row of the ``j``-th Einsum's table with the least of the others."""
+        if self.completion is not None:
+            around = self.completion.around[j]
+            return table.energy + around[:, 0], table.latency + around[:, 1]
         energy = table.energy + (self.least_energy.sum() - self.least_energy[j])
         latency = table.latency + (self.least_latency.sum() - self.least_latency[j])
         return energy, latency
@@ -556,18 +558,22 @@ class Bound:
     def _within(self, value) -> np.ndarray:
         return value <= self.best * (1 + 1e-9)
 
-    def keep(self, g: Group, j: int) -> Group | None:
-        """The rows of ``g`` (after Einsum ``j``) that may still reach ``best``."""
-        energy = g.energy + self.least_energy[j + 1 :].sum()
-        latency = g.latency + self.least_latency[j + 1 :].sum()
-        keep = self._within(self._value(energy, latency))
+    def keep(self, g: Group, j: int, key: Key) -> Group | None:
+        """The rows of ``g`` (after Einsum ``j``, live compatibility ``key``) that may
+        still reach ``best``."""
+        if self.completion is not None:
+            rest_energy, rest_latency = self.completion.rest(j + 1, key)
+        else:
+            rest_energy = self.least_energy[j + 1 :].sum()
+            rest_latency = self.least_latency[j + 1 :].sum()
+        keep = self._within(self._value(g.energy + rest_energy, g.latency + rest_latency))
         if keep.all():
             return g
         return g.take(keep) if keep.any() else None
 
     def energy_allowance(self, j: int) -> float:
         """Energy objective: the most a pmapping of the ``j``-th Einsum may cost in a
-        mapping within ``best`` (the others at their least)."""
+        mapping within ``best`` (the others at their least alone)."""
         rest = float(self.least_energy.sum() - self.least_energy[j])
         return self.best * (1 + 1e-9) - rest
 

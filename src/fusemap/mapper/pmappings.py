@@ -173,7 +173,11 @@ class PmappingTable:
                 top={tensors[t]: m for t, m in fusion.top.items()},
             )
         results = RenamedResults(self.results, rename, tiles)
-        return replace(self, einsum=einsum, results=results, fusion=fusion)  # type: ignore[arg-type]
+        out = replace(self, einsum=einsum, results=results, fusion=fusion)  # type: ignore[arg-type]
+        # Row i is this table's row i renamed (the relaxed join reads compatibilities
+        # off the first table, :mod:`fusemap.mapper.completion`).
+        out.__dict__["renamed_from"] = (self, tensors, var)
+        return out
 
     def compatibility(self, i: int, shared: frozenset[str]) -> list[Compatibility]:
         """Per shared tensor of the Einsum: backing memory and the loops above it."""

@@ -80,7 +80,7 @@ class PrefixInterner:
 
     def __getstate__(self) -> dict:
         # caches: not worth sending to the parent
-        caches = ("_loops", "_settled", "_unmarked")
+        caches = ("_loops", "_settled", "_unmarked", "_renamings")
         return {k: v for k, v in self.__dict__.items() if k not in caches} | {"_children": {}}
 
     def intern(self, prefix: tuple[Token, ...]) -> int:

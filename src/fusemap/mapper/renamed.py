@@ -48,7 +48,12 @@ class SeqRenamer:
 
     def __init__(self, interner: PrefixInterner, tensors: dict[str, str], var: dict[str, str]):
         self.interner, self.tensors, self.var = interner, tensors, var
-        self._ids: dict[int, int] = {}
+        # Kept on the interner, which only grows: a table merged with more rows (and its
+        # interner) is renamed again, and its old prefixes are renamed already.
+        key = (tuple(sorted(tensors.items())), tuple(sorted(var.items())))
+        self._ids: dict[int, int] = interner.__dict__.setdefault("_renamings", {}).setdefault(
+            key, {}
+        )
 
     def _one(self, i: int) -> int:
         got = self._ids.get(i)
