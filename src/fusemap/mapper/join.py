@@ -40,7 +40,7 @@ import numpy as np
 from ..model.reuse import projection_terms
 from ..spec.arch_eval import ArchEvaluator
 from ..spec.resolve import WorkloadInfo
-from .completion import Completion, live_key, prefix_compat, relaxed
+from .completion import Completion, Key, live_key, prefix_compat, relaxed
 from .copies import copy_levels, same_view
 from .dependencies import EMPTY, FusionRules, State
 from .join_rows import Group, join_pairs
@@ -51,7 +51,6 @@ from .renamed import result_tiles
 from .space import HOSTING, top_memory
 from .terms import tile_values
 
-Key = tuple[Compatibility, ...]
 Copies = tuple[tuple[int, str, int, int], ...]
 """Shared copies of a tensor (:mod:`.copies`), sorted: (level, memory, depth of the
 reservation, loops its owner shares with what follows: least over the boundaries since).
