@@ -243,8 +243,8 @@ def _row_codes(table, picked: np.ndarray) -> tuple[list[str], np.ndarray, list[C
     per_prefix, local, index = cache
     seqs = np.unique(fusion.seq[picked])
     for s in seqs[per_prefix[seqs, 0] == -2].tolist() if len(shared) else []:
-        row = []
-        for c in prefix_compat(table, s):
+        row = []  # (not through ``prefix_compat``: its cache is for the few the join asks)
+        for c in fusion.interner.compatibility(s, fusion.shared, fusion.top):
             k = index.get(c)
             if k is None:
                 k = index[c] = len(local)
