@@ -9,21 +9,31 @@ has one node that is exactly each user's own (a *shared copy*). Each chain then 
 the same node with the same loops above it, so the same counts; the assembly puts the
 first user's nodes of a gap first, so the conditions below keep every chain's order:
 
-* the tensor has the same projection in every user (the same loops cut the same tile)
-  and is not persistent (a persistent tile is reserved for every instance);
+* every user projects the tensor alike (:func:`same_view`: the loops they share cut
+  the same tile in each; its ranks may be indexed by differently named variables that
+  no shared loop can cut) and none keeps it persistent (a persistent tile is reserved
+  for every instance);
 * no spatial loop above the copy or at the end of its gap (a spatial loop moves in the
-  tensor's view of the chain);
+  tensor's view of the chain). A guard only: a shared copy lies above a loop its
+  Einsum shares, so above its deepest fused or hosting node, and no template has a
+  spatial loop there (:func:`fusemap.mapper.space.templates`);
 * for a user that is not the tensor's first in the order: in its gap, the copy is the
   first node that is not a fused backing node, and every fused backing node of the gap
-  comes before it (the assembly puts those first, then the first user's nodes).
+  comes before it (the assembly puts those first, then the first user's nodes). The
+  second part is a guard only (a fused backing node opens its gap); the first loses
+  nothing within one memory (its nodes come in every order, and where another tensor's
+  node sits in a gap changes no count of the copy's chain nor where it reserves).
 
 The copy's reservation is lowered through its gap as in each pmapping alone (in the
 order its prefix writes the gap's loops): to *depth* ``d`` (loops above the
 reservation point). Two users with the same depth make one
 reservation in the model (same node, same anchor), which the join adds once
 (``join._shared_adds``), unless ``d`` is the last loop they share: the model's
-reservation then also lives for the Einsums between them, which the join's levels
-cannot say, so such pairs are not formed. Every other copy of such a tensor is
+reservation then lives for every Einsum from the first user to the last, each under
+its own loop ``d + 1``; users one right after another each count their own (the
+same bits, in their own branch: the model's usage, branch by branch), but an Einsum
+between them that does not use the tensor would not count it, so such pairs are not
+formed (:func:`fusemap.mapper.join._users_run_up_to`). Every other copy of such a tensor is
 *private*: the join never pairs it with another user sharing the loop below it
 (:func:`fusemap.mapper.join._exposed`).
 """
@@ -34,7 +44,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..model.reuse import projection_terms
 from ..spec.resolve import EinsumInfo, WorkloadInfo
 from .gap_orders import lowered_past
 from .renamed import result_tiles
@@ -52,7 +61,10 @@ class CopyLevels:
 
 def same_view(workload: WorkloadInfo, accessors: dict[str, list[int]], order: list[str]) -> set:
     """Tensors every user projects alike (and none keeps persistent): their copies may be
-    shared."""
+    shared. Alike: every rank has the same terms in every user, or none over a variable
+    all users have (no shared loop can cut it) and the same extent in each; so the loops
+    they share (over variables they all have) cut the same tile in each, and each
+    variable they share is as relevant to the tensor in each."""
     out = set()
     for t, users in accessors.items():
         if len(users) < 2:
@@ -60,10 +72,27 @@ def same_view(workload: WorkloadInfo, accessors: dict[str, list[int]], order: li
         infos = [workload.einsum(order[u]) for u in users]
         if any(t in i.persistent for i in infos):
             continue
-        first = projection_terms(infos[0], t)
-        if all(projection_terms(i, t) == first for i in infos[1:]):
+        common = set.intersection(*(set(i.rank_variables) for i in infos))
+        first = _view(infos[0], t, common)
+        if first is not None and all(_view(i, t, common) == first for i in infos[1:]):
             out.add(t)
     return out
+
+
+def _view(info: EinsumInfo, tensor: str, common: set) -> tuple | None:
+    """Per rank of ``tensor`` (by name): its terms, when all are over ``common``
+    variables; its extent, when none is; None (alike with nothing) when mixed."""
+    out = []
+    for rank, expr in sorted(info.projections[tensor].items()):
+        terms = tuple(sorted((v, abs(c), info.bounds[v]) for v, c in expr.coeffs))
+        if all(v in common for v, _, _ in terms):
+            out.append((rank, "terms", terms))
+        elif not any(v in common for v, _, _ in terms):
+            extent = 1 + sum(c * (n - 1) for _, c, n in terms)
+            out.append((rank, "extent", extent))
+        else:
+            return None
+    return tuple(out)
 
 
 def copy_levels(

@@ -344,8 +344,9 @@ def _exposed(
         own = _on_path(p, t, hi)
         if {c[:2] for c in own} != {c[:2] for c in cps}:
             return None  # not the same copies where they share a path
-        if any(c[:3] == o[:3] and c[2] == c[3] for c in cps for o in own):
-            return None  # one reservation anchored at their last shared loop
+        anchored = any(c[:3] == o[:3] and c[2] == c[3] for c in cps for o in own)
+        if anchored and not _users_run_up_to(accessors[t], j):
+            return None  # one reservation at their last shared loop, live between them
 
     b = p.b_next
     out = []
@@ -365,6 +366,13 @@ def _exposed(
         if lo or hi:
             out.append((t, lo, hi, cps))
     return tuple(out)
+
+
+def _users_run_up_to(users: list[int], j: int) -> bool:
+    """Whether the users of a tensor before Einsum ``j`` are the Einsums right before it
+    (no Einsum between them that does not use the tensor)."""
+    before = [u for u in users if u < j]
+    return before == list(range(j - len(before), j))
 
 
 def _on_path(p: _Piece, t: str, hi: int) -> Copies:
