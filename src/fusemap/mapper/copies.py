@@ -61,10 +61,11 @@ class CopyLevels:
 
 def same_view(workload: WorkloadInfo, accessors: dict[str, list[int]], order: list[str]) -> set:
     """Tensors every user projects alike (and none keeps persistent): their copies may be
-    shared. Alike: every rank has the same terms in every user, or none over a variable
-    all users have (no shared loop can cut it) and the same extent in each; so the loops
-    they share (over variables they all have) cut the same tile in each, and each
-    variable they share is as relevant to the tensor in each."""
+    shared. Alike: per rank, the same terms over the variables all users have (the only
+    ones a shared loop can cut), and in each user either no other term or others adding
+    the same extent. So the loops they share cut the same tile in each, and each
+    variable they share is as relevant to the tensor in each (alone in a rank in all of
+    them, or in none)."""
     out = set()
     for t, users in accessors.items():
         if len(users) < 2:
@@ -74,24 +75,20 @@ def same_view(workload: WorkloadInfo, accessors: dict[str, list[int]], order: li
             continue
         common = set.intersection(*(set(i.rank_variables) for i in infos))
         first = _view(infos[0], t, common)
-        if first is not None and all(_view(i, t, common) == first for i in infos[1:]):
+        if all(_view(i, t, common) == first for i in infos[1:]):
             out.add(t)
     return out
 
 
-def _view(info: EinsumInfo, tensor: str, common: set) -> tuple | None:
-    """Per rank of ``tensor`` (by name): its terms, when all are over ``common``
-    variables; its extent, when none is; None (alike with nothing) when mixed."""
+def _view(info: EinsumInfo, tensor: str, common: set) -> tuple:
+    """Per rank of ``tensor`` (by name): its terms over ``common`` variables, whether it
+    has others, and the extent those others add (no shared loop can cut them)."""
     out = []
     for rank, expr in sorted(info.projections[tensor].items()):
-        terms = tuple(sorted((v, abs(c), info.bounds[v]) for v, c in expr.coeffs))
-        if all(v in common for v, _, _ in terms):
-            out.append((rank, "terms", terms))
-        elif not any(v in common for v, _, _ in terms):
-            extent = 1 + sum(c * (n - 1) for _, c, n in terms)
-            out.append((rank, "extent", extent))
-        else:
-            return None
+        terms = [(v, abs(c), info.bounds[v]) for v, c in expr.coeffs]
+        shared = tuple(sorted(t for t in terms if t[0] in common))
+        own = [t for t in terms if t[0] not in common]
+        out.append((rank, shared, bool(own), sum(c * (n - 1) for _, c, n in own)))
     return tuple(out)
 
 
