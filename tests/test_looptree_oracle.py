@@ -81,7 +81,7 @@ def _workload(rng: random.Random, shape: str, largest: int) -> dict:
                 access("X", {"M": "m", "K": "j"}),
                 access("W1", {"K": "j", "N": "n"}),
                 access("B", ["m", "n"], output=True),
-            ),  # fmt: skip
+            ),
             _product("E2", "A", "B", "C"),
         ]
     elif shape == "chain_renamed":  # chain2, E1 naming T1's second rank j, not n1
@@ -93,7 +93,7 @@ def _workload(rng: random.Random, shape: str, largest: int) -> dict:
                 access("T1", {"M": "m", "N1": "j"}),
                 access("W1", {"N1": "j", "N2": "n2"}),
                 access("T2", ["m", "n2"], output=True),
-            ),  # fmt: skip
+            ),
         ]
     elif shape == "input_window":  # shared_input, each reading X's M rank through a window
         b = {"m": 2, "r": 2, "s": 2, "k": 2, "n": rng.choice([2, 3])}
@@ -103,13 +103,13 @@ def _workload(rng: random.Random, shape: str, largest: int) -> dict:
                 access("X", {"M": "m + r", "K": "k"}),
                 access("W0", ["k", "n"]),
                 access("A", ["m", "n"], output=True),
-            ),  # fmt: skip
+            ),
             einsum(
                 "E1",
                 access("X", {"M": "m + s", "K": "k"}),
                 access("W1", ["k", "n"]),
                 access("B", ["m", "n"], output=True),
-            ),  # fmt: skip
+            ),
             _product("E2", "A", "B", "C"),
         ]
     elif shape == "input_skip":  # X is read by E0 and by E2, after E1 (which reads A)
@@ -122,7 +122,7 @@ def _workload(rng: random.Random, shape: str, largest: int) -> dict:
                 access("X", ["m", "k"]),
                 access("B", ["m", "n"]),
                 access("C", ["m", "n"], output=True),
-            ),  # fmt: skip
+            ),
         ]
     else:  # a matmul, then an elementwise product with a third tensor
         b = {"m": rng.choice([2, 3, 4]), "k": 2, "n": rng.choice([2, 3, 4])}
@@ -222,9 +222,9 @@ def test_ffm_equals_every_looptree_with_a_shared_input(seed, tmp_path):
 # More shared copies: X's second rank named j by E1 (the loops the two share, over m
 # and n, still cut one tile: seeds 0, 1 and 3 missed, 3144 against 2768 on seed 3,
 # while copies.same_view compared the projections' variable names); X read through a
-# window over a variable of each user's own (seed 0 missed, 1884 against 1752); X read again two
-# Einsums later, after one that does not read it (a copy reserved at the users' last
-# shared loop is then not formed); T1's rank named apart by its two users.
+# window over a variable of each user's own (seed 0 missed, 1884 against 1752); X read
+# again two Einsums later, after one that does not read it (a copy reserved at the
+# users' last shared loop is then not formed); T1's rank named apart by its two users.
 SHARED_COPIES = [
     *[("input_renamed", seed) for seed in range(5)],
     *[("input_window", seed) for seed in range(4)],
