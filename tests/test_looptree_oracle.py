@@ -31,8 +31,14 @@ from model_helpers import access, arch, compute_unit, einsum, memory, to_yaml, w
 SHAPES = ("chain2", "chain2", "chain3", "fanout", "skip", "elementwise")
 
 
-def _mm(name, a, w, out, k, n, m="m") -> dict:
-    return einsum(name, access(a, [m, k]), access(w, [k, n]), access(out, [m, n], output=True))
+def _mm(name, a, w, out, k, n, m="m", k_rank=None) -> dict:
+    """``out[m, n] = a[m, k] * w[k, n]``; ``k_rank``: the rank ``k`` indexes, when it is
+    not named after ``k`` (another Einsum names that rank's variable)."""
+    if k_rank is None:
+        ins = access(a, [m, k]), access(w, [k, n])
+    else:
+        ins = access(a, {m.upper(): m, k_rank: k}), access(w, {k_rank: k, n.upper(): n})
+    return einsum(name, *ins, access(out, [m, n], output=True))
 
 
 def _product(name, a, b, out) -> dict:
@@ -76,24 +82,14 @@ def _workload(rng: random.Random, shape: str, largest: int) -> dict:
         b = {"m": rng.choice([2, 3]), "k": 2, "j": 2, "n": rng.choice([2, 3])}
         es = [
             _mm("E0", "X", "W0", "A", "k", "n"),
-            einsum(
-                "E1",
-                access("X", {"M": "m", "K": "j"}),
-                access("W1", {"K": "j", "N": "n"}),
-                access("B", ["m", "n"], output=True),
-            ),
+            _mm("E1", "X", "W1", "B", "j", "n", k_rank="K"),
             _product("E2", "A", "B", "C"),
         ]
     elif shape == "chain_renamed":  # chain2, E1 naming T1's second rank j, not n1
         b = {"m": rng.choice([2, 3]), "n0": 2, "n1": 2, "j": 2, "n2": rng.choice([2, 3])}
         es = [
             _mm("E0", "T0", "W0", "T1", "n0", "n1"),
-            einsum(
-                "E1",
-                access("T1", {"M": "m", "N1": "j"}),
-                access("W1", {"N1": "j", "N2": "n2"}),
-                access("T2", ["m", "n2"], output=True),
-            ),
+            _mm("E1", "T1", "W1", "T2", "j", "n2", k_rank="N1"),
         ]
     elif shape == "input_window":  # shared_input, each reading X's M rank through a window
         b = {"m": 2, "r": 2, "s": 2, "k": 2, "n": rng.choice([2, 3])}
