@@ -3,7 +3,7 @@
 Each case is a random small workload (a chain of 2-4 matmuls, or one tensor feeding two
 Einsums) on a random 2- or 3-level arch whose buffer is too small to keep every
 intermediate whole. The brute force takes the *unpruned* pmappings of every Einsum
-(``generate_pmappings(prune=False)``), forms every compatible combination (same backing
+(``generate_pmappings(prune=False)``, several fused loops per rank variable allowed), forms every compatible combination (same backing
 memory and loops above it for every shared tensor), sorts them by objective and asks the
 model (capacity check on the assembled LoopTree) for the first valid one. FFM
 (``map_workload``, pruned tables, join) must reach the same optimum for energy, latency
@@ -53,15 +53,20 @@ def _mm(name, a, w, out, k, n) -> dict:
     return einsum(name, access(a, ["m", k]), access(w, [k, n]), access(out, ["m", n], output=True))
 
 
-def _arch(rng: random.Random, gb_bits: int, small: bool) -> dict:
+def _arch(
+    rng: random.Random, gb_bits: int, small: bool, fanout: dict | None = None, dram_keeps="All"
+) -> dict:
     tp = lambda: rng.choice(["inf", 2, 4])  # noqa: E731
     dram = rng.choice([20, 50, 100])
     nodes = [
         memory(
             "DRAM", "inf", dram, dram, read_tp=tp(), write_tp=tp(),
-            tensors={"keep": "~Intermediates", "may_keep": "All"},
+            tensors={"keep": "~Intermediates", "may_keep": dram_keeps},
         ),
-        memory("GB", gb_bits, 2, 2, read_tp=tp(), tensors={"may_keep": "All"}),
+        memory(
+            "GB", gb_bits, 2, 2, read_tp=tp(), tensors={"may_keep": "All"},
+            spatial=[fanout] if fanout else None,
+        ),
     ]  # fmt: skip
     if rng.random() < 0.4 and not small:
         nodes.append(memory("RF", rng.choice([16, 24, 32]), 1, 1, tensors={"keep": "Outputs"}))
@@ -72,8 +77,11 @@ def _arch(rng: random.Random, gb_bits: int, small: bool) -> dict:
 SHAPES = ["2", "2", "3", "fanout", "3", "4"]
 
 
-def _case(seed: int, tmp_path):
-    rng = random.Random(1000 + seed)
+def _case(seed: int, tmp_path, fanout: bool = False, on_chip: bool = False):
+    """A random case; ``fanout``: the buffer is one of 2 instances (a spatial fanout, so
+    a fused tensor kept there lies below a spatial loop its users share); ``on_chip``:
+    DRAM may not keep intermediates (every one is fused)."""
+    rng = random.Random(1000 + seed + (500 if fanout else 0) + (700 if on_chip else 0))
     wl = _workload(rng, SHAPES[seed % len(SHAPES)])
     bounds = {v: int(s.split("<")[-1]) for v, s in wl["workload"]["iteration_space_shape"].items()}
     inter = [k for k in bounds if k.startswith("n")][1:-1]
@@ -81,7 +89,13 @@ def _case(seed: int, tmp_path):
     gb = max(24, int(whole * rng.choice([0.3, 0.5, 0.8])))
     path = tmp_path / f"ffm{seed}.yaml"
     small = SHAPES[seed % len(SHAPES)] == "4"
-    path.write_text(to_yaml({**_arch(rng, gb, small), **wl, "mapper": {"imperfect": False}}))
+    spread = None
+    if fanout:
+        spread = {"name": "X", "fanout": 2, "may_reuse": rng.choice(["All", "Nothing"])}
+        spread |= {"min_usage": 1} if rng.random() < 0.5 else {}
+        gb = max(gb // 2, 24)  # each instance holds its own tiles
+    arch_nodes = _arch(rng, gb, small, spread, "~Intermediates" if on_chip else "All")
+    path.write_text(to_yaml({**arch_nodes, **wl, "mapper": {"imperfect": False}}))
     return load_spec(path)
 
 
@@ -94,7 +108,7 @@ def _brute_force(spec, objective: str) -> float:
     """
     wl = resolve_workload(spec)
     ar = ArchEvaluator(spec, wl)
-    config = replace(config_from_spec(spec), fusion=True)
+    config = replace(config_from_spec(spec), fusion=True, fused_loops_once=False)
     names = [e.name for e in wl.einsums]
     tables = [
         generate_pmappings(spec, n, config=config, workload=wl, arch=ar, prune=False) for n in names
@@ -178,7 +192,24 @@ def _valid(spec, wl, ar, names, tables, picks, top, energy, latency) -> bool:
 
 @pytest.mark.parametrize("seed", range(30))
 def test_ffm_matches_brute_force(seed, tmp_path):
-    spec = _case(seed, tmp_path)
+    _check(_case(seed, tmp_path), seed)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_ffm_matches_brute_force_below_a_fanout(seed, tmp_path):
+    """The buffer that may keep intermediates is below a spatial fanout: fused
+    Einsums share the spatial loops above a fused tensor (spatial fusion)."""
+    _check(_case(seed, tmp_path, fanout=True), seed)
+
+
+@pytest.mark.parametrize("seed", range(16))
+def test_ffm_matches_brute_force_intermediates_on_chip(seed, tmp_path):
+    """DRAM may not keep intermediates: the buffer is the only memory that may back
+    them, and the join must still track it (it did not until 2026-11-25)."""
+    _check(_case(seed, tmp_path, on_chip=True), seed)
+
+
+def _check(spec, seed: int) -> None:
     for objective in ("energy", "latency", "edp"):
         best = _brute_force(spec, objective)
         # Odd seeds bound the exact join with a dirty (epsilon-pruned) one first.

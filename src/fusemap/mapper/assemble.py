@@ -65,12 +65,12 @@ def _is_top(node: M.MappingNode, top: str) -> bool:
 
 
 def _loop_index(nodes: list[M.MappingNode], d: int) -> int:
-    """Position just after the ``d``-th temporal loop (0: the start)."""
+    """Position just after the ``d``-th loop, temporal or spatial (0: the start)."""
     if d == 0:
         return 0
     seen = 0
     for i, node in enumerate(nodes):
-        if isinstance(node, M.Temporal):
+        if isinstance(node, (M.Temporal, M.Spatial)):
             seen += 1
             if seen == d:
                 return i + 1

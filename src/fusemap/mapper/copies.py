@@ -13,10 +13,13 @@ first user's nodes of a gap first, so the conditions below keep every chain's or
   the same tile in each; its ranks may be indexed by differently named variables that
   no shared loop can cut) and none keeps it persistent (a persistent tile is reserved
   for every instance);
-* no spatial loop above the copy or at the end of its gap (a spatial loop moves in the
-  tensor's view of the chain). A guard only: a shared copy lies above a loop its
-  Einsum shares, so above its deepest fused or hosting node, and no template has a
-  spatial loop there (:func:`fusemap.mapper.space.templates`);
+* spatial loops need no condition: a spatial loop above the copy, or at the end of its
+  gap, lies above a fused or hosting node (the copy lies above a loop its Einsum
+  shares), so it is in the fused prefix, and the users sharing the copy share it too
+  (same loop, same place); one below the shared loops is in one user's branch only.
+  The model moves a spatial loop in a tensor's view only among loops no holder of the
+  tensor separates, so each view is that user's pmapping (checked by the brute force
+  of ``tests/test_ffm_bruteforce.py`` with a fanout);
 * for a user that is not the tensor's first in the order: in its gap, the copy is the
   first node that is not a fused backing node, and every fused backing node of the gap
   comes before it (the assembly puts those first, then the first user's nodes). The
@@ -166,6 +169,7 @@ class _Levels:
         looped = np.stack([m < h for h, m in zip(here, mids, strict=True)], axis=1)
         above = np.zeros((len(mine), len(holders)), dtype=np.int64)
         above[:, 1:] = np.cumsum(looped.sum(axis=2), axis=1)[:, : len(holders) - 1]
+        above += [sum(s.slot <= j for s in res.template.spatial) for j in range(len(holders))]
         lead = 0  # the leading top-memory nodes go to the root
         while (
             lead < len(holders)
@@ -222,7 +226,7 @@ def _passed(
     uniq, inverse = np.unique(keys, axis=0, return_inverse=True)
     found = np.full(len(uniq), -1, dtype=np.int64)
     for u, (seq, at, count) in enumerate(uniq.tolist()):
-        loops = [t[1] for t in fusion.interner.prefixes[seq] if t[0] == "loop"]
+        loops = [t[1] for t in fusion.interner.prefixes[seq] if t[0] == "loop"]  # spatial too
         if at + count > len(loops):
             continue  # below the prefix: the canonical order
         found[u] = lowered_past([info.relevance(tensor, v) for v in loops[at : at + count]])
@@ -233,7 +237,6 @@ def _passed(
 def _shareable(res, holders, above, shareable, later, fusion, top_level, lead) -> dict:
     """Per holder: (rows,) whether it is a copy the other users may share (module doc)."""
     rows = above.shape[0]
-    first_spatial = min((s.slot for s in res.template.spatial), default=len(holders) + 1)
     fused = [
         h.backing and h.level != top_level and h.tensor in fusion.shared and not h.virtual
         for h in holders
@@ -241,8 +244,6 @@ def _shareable(res, holders, above, shareable, later, fusion, top_level, lead) -
     out: dict[int, np.ndarray] = {}
     for j, h in enumerate(holders):
         if h.tensor not in shareable or h.virtual or h.backing or j < lead:
-            continue
-        if first_spatial <= j + 1:
             continue
         cand = np.ones(rows, dtype=bool)
         if h.tensor in later:

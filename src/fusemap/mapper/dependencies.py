@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..spec.resolve import WorkloadInfo
+from .prefix import SpatialTile
 
 State = frozenset[tuple[str, int, str]]
 EMPTY: State = frozenset()
@@ -108,6 +109,8 @@ class FusionRules:
             depth = next((d for d in range(1, b_next + 1) if loops[d - 1] == (var, 1)), None)
             if depth is None:
                 return None  # the recurrence's writer would run after all of v
+            if any(v == var and isinstance(n, SpatialTile) for v, n in loops[:depth]):
+                return None  # instances would run the steps of v side by side
             new.add(("await", depth, t))
         return frozenset(new)
 

@@ -24,7 +24,7 @@ from .feasibility import check_einsum
 from .full_space import FullSpaceCheck, check_full_space
 from .join import Bound, Joined, join
 from .plan import fusion_plan
-from .prefix import Compatibility
+from .prefix import Compatibility, SpatialTile
 from .space import check_bounds, config_from_spec, join_memories, top_memory
 from .tables import generate_tables, table_groups, tables_config
 
@@ -41,12 +41,25 @@ class FusedTensor:
     loops: tuple[tuple[str, int], ...]
 
     def as_dict(self) -> dict:
-        """Plain data, for JSON."""
+        """Plain data, for JSON (a spatial loop: its fanout third)."""
         return {
             "tensor": self.tensor,
             "memory": self.memory,
-            "loops": [list(x) for x in self.loops],
+            "loops": [
+                [v, int(n), n.where] if isinstance(n, SpatialTile) else [v, int(n)]
+                for v, n in self.loops
+            ],
         }
+
+    def loops_text(self) -> str:
+        """The shared loops, ``var:tile`` each (a spatial loop names its fanout)."""
+        return (
+            ", ".join(
+                f"{v}:{int(n)} (spatial {n.where})" if isinstance(n, SpatialTile) else f"{v}:{n}"
+                for v, n in self.loops
+            )
+            or "none (whole tensor)"
+        )
 
 
 @dataclass

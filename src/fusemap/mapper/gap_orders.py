@@ -37,7 +37,7 @@ import numpy as np
 
 from ..spec import mapping as M
 from ..spec.errors import FusemapError
-from .prefix import PrefixInterner
+from .prefix import PrefixInterner, is_spatial
 from .space import Holder
 from .template_result import TemplateResult
 
@@ -120,13 +120,14 @@ def _expanded(res, ctx, interner, counter, members: np.ndarray, mask: list[int])
     key_of = key_of.ravel()
     first = members[np.unique(key_of, return_index=True)[1]]  # one row per prefix
     here, mids = res.gap_tiles(first)
-    depth_top = np.cumsum([0, *(bin(m).count("1") for m in mask)])
+    spatial = [sum(s.slot == j + 1 for s in res.template.spatial) for j in range(len(mask))]
+    depth_top = np.cumsum([0, *(bin(m).count("1") + n for m, n in zip(mask, spatial, strict=True))])
     options = [
         _gap_options(res, ctx, j, m, (here[j], mids[j]), int(depth_top[j]))
         for j, m in enumerate(mask)
     ]
     tokens = [interner.prefixes[s] for s in seqs.tolist()]
-    where = [q for q, t in enumerate(tokens[0]) if t[0] == "loop"]
+    where = [q for q, t in enumerate(tokens[0]) if t[0] == "loop" and not is_spatial(t)]
     out = []
     for combo in itertools.product(*options):
         if all(o.canonical for o in combo):
@@ -290,7 +291,7 @@ def _appended(res: TemplateResult, pieces: list[_Piece]) -> TemplateResult:
 def ordered_as_prefix(mapping: M.Mapping, tokens: tuple) -> M.Mapping:
     """``mapping`` with its first temporal loops in the order of the prefix ``tokens``
     (a permutation within gaps of the canonical order)."""
-    loops = [(t[1], t[2]) for t in tokens if t[0] == "loop"]
+    loops = [(t[1], t[2]) for t in tokens if t[0] == "loop" and not is_spatial(t)]
     if len(loops) < 2:
         return mapping
     nodes = list(mapping.nodes)

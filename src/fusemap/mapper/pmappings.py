@@ -22,7 +22,7 @@ from ..spec.resolve import WorkloadInfo
 from .fused_rows import fused_criteria, pruned_before_orders, stacked_buckets
 from .gap_orders import OrderCounter, ordered_as_prefix, with_gap_orders
 from .pareto import pareto_mask
-from .prefix import Compatibility, PrefixInterner, marked
+from .prefix import Compatibility, PrefixInterner, SpatialTile, marked
 from .renamed import RenamedResults, SeqRenamer
 from .search import TilingCounts, tile_held_variants_last
 from .signature import tiling_context
@@ -193,7 +193,10 @@ def compatibility_of(mapping: M.Mapping, shared: frozenset[str]) -> list[Compati
             if isinstance(node, M.Storage) and t in node.tensors:
                 out.append(Compatibility(t, node.component, tuple(loops)))
                 break
-            if isinstance(node, (M.Temporal, M.Spatial)):
+            if isinstance(node, M.Spatial):
+                where = f"{node.component}.{node.name}"
+                loops.append((node.rank_variable, SpatialTile(node.tile_shape, where)))
+            elif isinstance(node, M.Temporal):
                 loops.append((node.rank_variable, node.tile_shape))
     return out
 
@@ -518,7 +521,10 @@ def held_amounts(
         places = []
         for unit in compute_units(user, arch):
             flat = arch.flat(user.name, unit)
-            for level in backing_choices(user, flat, t, True)[1:]:
+            top = next(i for i, c in enumerate(flat.path) if c.kind == "memory")
+            for level in backing_choices(user, flat, t, True):
+                if level == top:
+                    continue  # not fused (the top memory may be unable to keep it)
                 comp = flat.path[level]
                 if comp.name in joined:
                     bits = workload.tensors[t].size * comp.value_bits(

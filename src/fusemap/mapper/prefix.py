@@ -1,8 +1,9 @@
 """Fused prefixes: the loops and fused backing nodes at the top of a pmapping.
 
 A pmapping's *fused prefix* is the sequence, from the root down to its deepest fused
-backing node, of temporal loops ``("loop", var, tile)`` and fused backing nodes
-``("back", tensor, memory)``. It fixes the pmapping's compatibility (FFM §4): for each
+backing node, of loops ``("loop", var, tile)`` and fused backing nodes
+``("back", tensor, memory)``. A spatial loop's tile is a :class:`SpatialTile`, which
+names its fanout too. It fixes the pmapping's compatibility (FFM §4): for each
 shared tensor, the memory that backs it and the loops above that node. The tile-shape
 search interns prefixes as integers so it can keep rows of different prefixes apart.
 """
@@ -26,6 +27,42 @@ MARK = "mark"
 prefix only while its template is searched and its loop orders are added (rows that
 place the same loops differently around the node are then never compared); the
 tables' prefixes have none (:meth:`PrefixInterner.unmarked`)."""
+
+
+class SpatialTile(int):
+    """The tile a spatial loop of a fused prefix leaves: an ``int`` (sizes use it as
+    one) that equals only a spatial loop's tile of the same size on the same fanout
+    (``where``: ``component.dimension``), so the join pairs spatial loops with spatial
+    loops of the same fanout, never with temporal ones."""
+
+    where: str
+
+    def __new__(cls, tile: int, where: str) -> SpatialTile:
+        obj = super().__new__(cls, tile)
+        obj.where = where
+        return obj
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, SpatialTile) and int(self) == int(other) and self.where == other.where
+        )
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    def __hash__(self) -> int:
+        return hash((int(self), self.where))
+
+    def __reduce__(self):
+        return (SpatialTile, (int(self), self.where))
+
+    def __repr__(self) -> str:
+        return f"SpatialTile({int(self)}, {self.where!r})"
+
+
+def is_spatial(token: Token) -> bool:
+    """Whether a prefix token is a spatial loop."""
+    return token[0] == "loop" and isinstance(token[2], SpatialTile)
 
 
 def marked(template) -> bool:

@@ -55,7 +55,7 @@ def map_whole(
     outputs.show_result(res, best.mapping, notes, tree=not quiet, echo=echo)
     if best.fused:
         for f in best.fused:
-            loops = ", ".join(f"{v}:{n}" for v, n in f.loops) or "none (whole tensor)"
+            loops = f.loops_text()
             echo(f"fused: {f.tensor} in {f.memory}, shared loops: {loops}")
     else:
         echo("fused: nothing (every shared tensor goes through the top memory)")

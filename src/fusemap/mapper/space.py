@@ -446,9 +446,9 @@ def templates(
 ) -> list[Template]:
     """Every template of one Einsum (optionally with fixed backing levels / compute unit).
 
-    With fusion, a ``shared`` tensor backed below the top memory is *fused*: only
-    temporal loops over rank variables that index it directly may sit above its backing
-    node (they are shared with the Einsums it is exchanged with), and no spatial loop.
+    With fusion, a ``shared`` tensor backed below the top memory is *fused*: only loops
+    over rank variables that index it directly may sit above its backing node (they are
+    shared with the Einsums it is exchanged with), temporal or spatial.
     ``pinned`` tensors (shared, but never fused) are backed in the top memory.
     """
     check_bounds(info)
@@ -473,12 +473,20 @@ def templates(
                     )
                     for loops in spatial:
                         placed = place_spatial(order, loops)
-                        if fused and any(s.slot <= p for s in placed for p, _ in fused):
+                        if not _spatial_may_share(placed, fused):
                             continue
                         blocked = _dead_gaps(order, flat, info)
                         blocked = blocked | {(g, v) for _, gv in fused for g, v in gv}
                         out.append(Template(info.name, unit, compute_level, order, placed, blocked))
     return _sharing_parts(out)
+
+
+def _spatial_may_share(
+    placed: tuple[SpatialLoop, ...], fused: list[tuple[int, set[tuple[int, str]]]]
+) -> bool:
+    """Whether every spatial loop above a fused node (or hosting holder) is over a rank
+    variable its gap is open to: one the Einsums exchanging the tensor can share."""
+    return all((s.slot - 1, s.var) not in gv for s in placed for p, gv in fused if s.slot <= p)
 
 
 def _sharing_parts(templates: list[Template]) -> list[Template]:
@@ -590,18 +598,20 @@ def _fused_blocks(
 
 def join_memories(workload, arch: ArchEvaluator, config: MapperConfig) -> frozenset[str]:
     """Bounded memories where reservations of different Einsums can be live at once:
-    every memory at or above the deepest level that may back a shared tensor."""
+    every memory at or above the deepest level below the top memory that may back a
+    shared tensor (the top memory may be unable to keep it: ``keep: ~Intermediates``)."""
     if not config.fusion:
         return frozenset()
     out: set[str] = set()
     for info in workload.einsums:
         for unit in compute_units(info, arch):
             flat = arch.flat(info.name, unit)
+            top = next(i for i, c in enumerate(flat.path) if c.kind == "memory")
             deepest = -1
             for t in info.tensors:
                 if config.may_fuse(t, workload):
                     levels = backing_choices(info, flat, t, True)
-                    deepest = max([deepest] + levels[1:])
+                    deepest = max([deepest] + [lv for lv in levels if lv != top])
             for c in flat.path[: deepest + 1]:
                 if c.kind == "memory" and not math.isinf(c.size) and not _fits_all(c, workload):
                     out.add(c.name)

@@ -23,7 +23,7 @@ from ..spec.arch_eval import FlatArch
 from ..spec.resolve import EinsumInfo
 from .gap_orders import GapContext, canonical_order
 from .pareto import pareto_mask
-from .prefix import MARK, ForgetfulInterner, PrefixInterner
+from .prefix import MARK, ForgetfulInterner, PrefixInterner, SpatialTile
 from .space import MapperConfig, Template, candidate_sizes, fused_positions, next_sizes
 from .stage import Layout, Stage
 from .template_result import TemplateResult
@@ -360,7 +360,8 @@ class TemplateTiler(NodeCosts):
                 below[:, k] //= s.trips
         if j == len(t.holders) - 1:
             ok &= (below == 1).all(axis=1)
-        if (j + 1) in self.fused_pos and not self._may_touch(j):
+        spatial_here = sum(s.slot == j + 1 for s in t.spatial)
+        if (j + 1) in self.fused_pos and not self._may_touch(j) and not spatial_here:
             ok &= (mids < sizes[origin]).any(axis=1)  # a fused node opens its gap
         mids, origin, below, cost = mids[ok], origin[ok], below[ok], cost[ok]
         if lowered:
@@ -375,7 +376,7 @@ class TemplateTiler(NodeCosts):
         mids, origin, below, cost = mids[fits], origin[fits], below[fits], cost[fits]
         new_seq, new_depth = seq[origin], depth[origin]
         if self.fusion:
-            new_depth = new_depth + (mids < sizes[origin]).sum(axis=1)
+            new_depth = new_depth + (mids < sizes[origin]).sum(axis=1) + spatial_here
             if in_prefix:
                 new_seq = self._gap_tokens(j, new_seq, sizes[origin], mids)
         key = self._group(below, ids=new_seq if self.fusion else None)
@@ -434,7 +435,22 @@ class TemplateTiler(NodeCosts):
             tuple(("loop", self.vars[k], int(u[n + k])) for k in order if u[n + k] < u[k])
             for u in uniq
         ]
+        if any(s.slot == j + 1 for s in self.t.spatial):
+            tokens = [x + self._spatial_tokens(j, u[n:]) for x, u in zip(tokens, uniq, strict=True)]
         return self.interner.extend(seq, tokens, inverse.ravel())
+
+    def _spatial_tokens(self, j: int, mids: np.ndarray) -> tuple:
+        """The spatial loops at the end of gap ``j`` (above node ``j + 1``), in the
+        order :func:`~fusemap.mapper.pmappings.materialize` writes them, each with the
+        tile it leaves."""
+        out = []
+        tile = [int(x) for x in mids]
+        for s in self.t.spatial:
+            if s.slot == j + 1:
+                k = self.vars.index(s.var)
+                tile[k] //= s.trips
+                out.append(("loop", s.var, SpatialTile(tile[k], f"{s.component}.{s.dimension}")))
+        return tuple(out)
 
     def _memory_total(self, cost: np.ndarray, memory: str) -> np.ndarray:
         total = cost[:, self.res_cols[memory]].copy()

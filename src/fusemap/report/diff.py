@@ -109,7 +109,13 @@ def flatten(data: dict[str, Any]) -> dict[tuple[str, str, str], Any]:
                         tensors[key] = tensors.get(key, 0.0) + (v or 0.0)
     out.update(dict(sorted(tensors.items())))
     for f in data.get("fused") or []:
-        loops = ", ".join(f"{v}:{n}" for v, n in f.get("loops", [])) or "whole tensor"
+        loops = (
+            ", ".join(
+                f"{x[0]}:{x[1]}" + (f" (spatial {x[2]})" if len(x) > 2 else "")
+                for x in f.get("loops", [])
+            )
+            or "whole tensor"
+        )
         out["fused", f["tensor"], "kept in"] = f"{f['memory']} ({loops})"
     return out
 

@@ -153,7 +153,7 @@ def action_rows(result: Result) -> str:
 def fused_rows(fused: Sequence) -> str:
     rows = []
     for f in fused:
-        loops = ", ".join(f"{v}:{n}" for v, n in f.loops) or "none (whole tensor)"
+        loops = f.loops_text()
         rows.append([(f.tensor, f.tensor), (f.memory, f.memory), (loops, loops)])
     return table(["tensor", "kept in", "shared loops (rank variable: tile)"], rows, "fused")
 
