@@ -24,7 +24,7 @@ from .feasibility import check_einsum
 from .full_space import FullSpaceCheck, check_full_space
 from .join import Bound, Joined, join
 from .plan import fusion_plan
-from .prefix import Compatibility, SpatialTile
+from .prefix import Compatibility, SpatialTile, loops_text
 from .space import check_bounds, config_from_spec, join_memories, top_memory
 from .tables import generate_tables, table_groups, tables_config
 
@@ -53,13 +53,7 @@ class FusedTensor:
 
     def loops_text(self) -> str:
         """The shared loops, ``var:tile`` each (a spatial loop names its fanout)."""
-        return (
-            ", ".join(
-                f"{v}:{int(n)} (spatial {n.where})" if isinstance(n, SpatialTile) else f"{v}:{n}"
-                for v, n in self.loops
-            )
-            or "none (whole tensor)"
-        )
+        return loops_text(self.loops)
 
 
 @dataclass

@@ -60,6 +60,17 @@ class SpatialTile(int):
         return f"SpatialTile({int(self)}, {self.where!r})"
 
 
+def loops_text(loops) -> str:
+    """Shared loops as ``var:tile`` each (a spatial loop names its fanout)."""
+    return (
+        ", ".join(
+            f"{v}:{int(n)} (spatial {n.where})" if isinstance(n, SpatialTile) else f"{v}:{n}"
+            for v, n in loops
+        )
+        or "none (whole tensor)"
+    )
+
+
 def is_spatial(token: Token) -> bool:
     """Whether a prefix token is a spatial loop."""
     return token[0] == "loop" and isinstance(token[2], SpatialTile)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from ..mapper.prefix import SpatialTile, loops_text
 from ..spec import mapping as M
 from ..spec.errors import FusemapError
 from ..units import capacity, percent
@@ -337,6 +338,10 @@ class Fused:
     memory: str
     loops: tuple[tuple[str, int], ...]
 
+    def loops_text(self) -> str:
+        """The shared loops, ``var:tile`` each (a spatial loop names its fanout)."""
+        return loops_text(self.loops)
+
 
 def fused_tensors(mapping: M.Mapping, workload, top: str | None) -> list[Fused]:
     """The fused tensors of any mapping: each intermediate's outermost (backing) storage
@@ -352,7 +357,10 @@ def fused_tensors(mapping: M.Mapping, workload, top: str | None) -> list[Fused]:
             if isinstance(node, M.Nested):
                 walk(node.nodes, loops)
                 return
-            if isinstance(node, (M.Temporal, M.Spatial)):
+            if isinstance(node, M.Spatial):
+                where = f"{node.component}.{node.name}"
+                loops = (*loops, (node.rank_variable, SpatialTile(node.tile_shape, where)))
+            elif isinstance(node, M.Temporal):
                 loops = (*loops, (node.rank_variable, node.tile_shape))
             if isinstance(node, M.Storage):
                 for t in node.tensors:
