@@ -244,6 +244,11 @@ def einsum(name: str, *accesses: dict, **extra: Any) -> dict:
     return {"name": name, "tensor_accesses": list(accesses), **extra}
 
 
+def chain_matmul(name: str, a: str, w: str, out: str, k: str, n: str) -> dict:
+    """``out[m, n] = a[m, k] * w[k, n]``: one link of a matmul chain."""
+    return einsum(name, access(a, ["m", k]), access(w, [k, n]), access(out, ["m", n], output=True))
+
+
 def workload(bounds: dict[str, int], *einsums: dict, bits: Any = BITS, **extra: Any) -> dict:
     """The ``workload:`` section; ``bounds`` gives ``0 <= v < n`` per rank variable."""
     return {

@@ -30,27 +30,32 @@ from fusemap.spec.arch_eval import ArchEvaluator
 from fusemap.spec.errors import InvalidMappingError
 from fusemap.spec.resolve import resolve_workload
 from fusemap.spec.spec import load_spec
-from model_helpers import access, arch, compute_unit, einsum, memory, to_yaml, workload
+from model_helpers import (
+    arch,
+    chain_matmul,
+    compute_unit,
+    memory,
+    to_yaml,
+    workload,
+)
 
 
 def _workload(rng: random.Random, shape: str) -> dict:
     if shape == "fanout":  # T1 feeds two Einsums
         b = {v: rng.choice([2, 2, 3]) for v in ("m", "n0", "n1", "n2", "n3")}
         es = [
-            _mm("E0", "T0", "W0", "T1", "n0", "n1"),
-            _mm("E1", "T1", "W1", "T2", "n1", "n2"),
-            _mm("E2", "T1", "W2", "T3", "n1", "n3"),
+            chain_matmul("E0", "T0", "W0", "T1", "n0", "n1"),
+            chain_matmul("E1", "T1", "W1", "T2", "n1", "n2"),
+            chain_matmul("E2", "T1", "W2", "T3", "n1", "n3"),
         ]
         return workload(b, *es)
     n = int(shape)
     small = [2] if n == 4 else [2, 2, 3]  # four Einsums: keep the brute force tractable
     b = {"m": rng.choice([2, 4])} | {f"n{i}": rng.choice(small) for i in range(n + 1)}
-    es = [_mm(f"E{i}", f"T{i}", f"W{i}", f"T{i + 1}", f"n{i}", f"n{i + 1}") for i in range(n)]
+    es = [
+        chain_matmul(f"E{i}", f"T{i}", f"W{i}", f"T{i + 1}", f"n{i}", f"n{i + 1}") for i in range(n)
+    ]
     return workload(b, *es)
-
-
-def _mm(name, a, w, out, k, n) -> dict:
-    return einsum(name, access(a, ["m", k]), access(w, [k, n]), access(out, ["m", n], output=True))
 
 
 def _arch(

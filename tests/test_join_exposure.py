@@ -28,7 +28,16 @@ from fusemap.spec import mapping as M
 from fusemap.spec.errors import InvalidMappingError
 from fusemap.spec.resolve import resolve_workload
 from fusemap.spec.spec import load_spec
-from model_helpers import access, arch, compute_unit, einsum, memory, to_yaml, workload
+from model_helpers import (
+    access,
+    arch,
+    chain_matmul,
+    compute_unit,
+    einsum,
+    memory,
+    to_yaml,
+    workload,
+)
 from test_mapper_passes import ARCH, CASCADES, TINY, _unrestricted
 
 # -- the model's count of the mapping the join used to return (hand-computed) ----------
@@ -189,27 +198,26 @@ def test_assembly_keeps_a_copy_below_a_fused_backing_node():
 _SPECS: dict[str, Path] = {}
 
 
-def _mm(name, a, w, out, k, n):
-    return einsum(name, access(a, ["m", k]), access(w, [k, n]), access(out, ["m", n], output=True))
-
-
 def _random_workload(rng: random.Random, shape: str) -> dict:
     b = {v: rng.choice([2, 2, 3]) for v in ("m", "n0", "n1", "n2", "n3")}
     if shape == "chain":
         n = rng.choice([2, 3])
-        es = [_mm(f"E{i}", f"T{i}", f"W{i}", f"T{i + 1}", f"n{i}", f"n{i + 1}") for i in range(n)]
+        es = [
+            chain_matmul(f"E{i}", f"T{i}", f"W{i}", f"T{i + 1}", f"n{i}", f"n{i + 1}")
+            for i in range(n)
+        ]
     elif shape == "fanout":  # T1 feeds two Einsums
-        es = [_mm("E0", "T0", "W0", "T1", "n0", "n1"), _mm("E1", "T1", "W1", "T2", "n1", "n2"),
-              _mm("E2", "T1", "W2", "T3", "n1", "n3")]  # fmt: skip
+        es = [chain_matmul("E0", "T0", "W0", "T1", "n0", "n1"), chain_matmul("E1", "T1", "W1", "T2", "n1", "n2"),
+              chain_matmul("E2", "T1", "W2", "T3", "n1", "n3")]  # fmt: skip
     elif shape == "input":  # an input read by Einsums that may share loops
-        es = [_mm("E0", "X", "W0", "T1", "n0", "n1"),
+        es = [chain_matmul("E0", "X", "W0", "T1", "n0", "n1"),
               einsum("E1", access("T1", ["m", "n1"]), access("X", ["m", "n0"]),
                      access("T2", ["m", "n0", "n1"], output=True))]  # fmt: skip
         if rng.random() < 0.5:
-            es.append(_mm("E2", "X", "W2", "T3", "n0", "n2"))
+            es.append(chain_matmul("E2", "X", "W2", "T3", "n0", "n2"))
     else:  # a weight read by the first and the last Einsum of a chain
         b["n2"] = b["n1"]
-        es = [_mm("E0", "T0", "W", "T1", "n0", "n1"), _mm("E1", "T1", "V", "T2", "n1", "n2"),
+        es = [chain_matmul("E0", "T0", "W", "T1", "n0", "n1"), chain_matmul("E1", "T1", "V", "T2", "n1", "n2"),
               einsum("E2", access("T2", ["m", "n2"]), access("W", ["n0", "n1"]),
                      access("T3", ["m", "n0"], output=True))]  # fmt: skip
     return workload(b, *es)
@@ -249,8 +257,8 @@ def _spec_path(name: str, tmp: Path | None = None) -> Path:
                 ),  # fmt: skip
                 **workload(
                     {"m": 2, "n0": 2, "n1": 2, "n2": 2},
-                    _mm("E0", "T0", "W0", "T1", "n0", "n1"),
-                    _mm("E1", "T1", "W1", "T2", "n1", "n2"),
+                    chain_matmul("E0", "T0", "W0", "T1", "n0", "n1"),
+                    chain_matmul("E1", "T1", "W1", "T2", "n1", "n2"),
                 ),  # fmt: skip
             }
         else:

@@ -20,7 +20,17 @@ from fusemap.mapper.space import config_from_spec, join_memories
 from fusemap.spec.arch_eval import ArchEvaluator
 from fusemap.spec.resolve import resolve_workload
 from fusemap.spec.spec import load_spec
-from model_helpers import access, arch, compute_unit, einsum, memory, to_yaml, usage_bits, workload
+from model_helpers import (
+    access,
+    arch,
+    chain_matmul,
+    compute_unit,
+    einsum,
+    memory,
+    to_yaml,
+    usage_bits,
+    workload,
+)
 
 GB_BITS = 48
 
@@ -34,10 +44,8 @@ def _spec(tmp_path):
     )  # fmt: skip
     wl = workload(
         {"m": 2, "n0": 2, "n1": 4},
-        einsum("E0", access("T0", ["m", "n0"]), access("W0", ["n0", "n1"]),
-               access("T1", ["m", "n1"], output=True)),
-        einsum("E1", access("T0", ["m", "n0"]), access("W1", ["n0", "n1"]),
-               access("T2", ["m", "n1"], output=True)),
+        chain_matmul("E0", "T0", "W0", "T1", "n0", "n1"),
+        chain_matmul("E1", "T0", "W1", "T2", "n0", "n1"),
         einsum("E2", access("T1", ["m", "n1"]), access("T2", ["m", "n1"]),
                access("T3", ["m", "n1"], output=True)),
     )  # fmt: skip

@@ -15,7 +15,14 @@ from fusemap.mapper.ffm import map_workload
 from fusemap.mapper.prefix import SpatialTile
 from fusemap.spec import mapping as M
 from fusemap.spec.spec import load_spec
-from model_helpers import access, arch, compute_unit, einsum, memory, to_yaml, workload
+from model_helpers import (
+    arch,
+    chain_matmul,
+    compute_unit,
+    memory,
+    to_yaml,
+    workload,
+)
 
 BOUNDS = {"m": 8, "n0": 4, "n1": 4, "n2": 4}
 
@@ -31,11 +38,9 @@ def _spec(tmp_path):
     )  # fmt: skip
     wl = workload(
         BOUNDS,
-        einsum("E0", access("T0", ["m", "n0"]), access("W0", ["n0", "n1"]),
-               access("T1", ["m", "n1"], output=True)),
-        einsum("E1", access("T1", ["m", "n1"]), access("W1", ["n1", "n2"]),
-               access("T2", ["m", "n2"], output=True)),
-    )  # fmt: skip
+        chain_matmul("E0", "T0", "W0", "T1", "n0", "n1"),
+        chain_matmul("E1", "T1", "W1", "T2", "n1", "n2"),
+    )
     path = tmp_path / "spec.yaml"
     path.write_text(to_yaml({**nodes, **wl}))
     return load_spec(path)

@@ -45,7 +45,7 @@ from ..spec.spec import Spec
 from .deferred_hosting import base_key, merge_tables, renamed_table
 from .pmappings import PmappingTable, empty_table, generate_pmappings, template_key
 from .prefix import marked
-from .space import MapperConfig, Template, fused_positions, templates
+from .space import MapperConfig, Template, fused_positions, templates, top_level
 from .suffix import FrontStore
 from .workers import in_worker, run_tasks
 
@@ -70,7 +70,7 @@ def _prefix_gaps(t: Template, shared: frozenset[str], arch: ArchEvaluator, einsu
     """Loop gaps above the template's deepest fused node (its place; each gap holds at
     most one loop per rank variable)."""
     flat = arch.flat(einsum, t.compute)
-    top = next(c for c in flat.path if c.kind == "memory").name
+    top = flat.path[top_level(flat)].name
     return max(fused_positions(t, shared, top), default=-1)
 
 

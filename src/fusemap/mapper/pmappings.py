@@ -34,6 +34,7 @@ from .space import (
     config_from_spec,
     join_memories,
     templates,
+    top_level,
     top_memory,
 )
 from .suffix import FrontStore
@@ -194,8 +195,8 @@ def compatibility_of(mapping: M.Mapping, shared: frozenset[str]) -> list[Compati
                 out.append(Compatibility(t, node.component, tuple(loops)))
                 break
             if isinstance(node, M.Spatial):
-                where = f"{node.component}.{node.name}"
-                loops.append((node.rank_variable, SpatialTile(node.tile_shape, where)))
+                tile = SpatialTile.on(node.tile_shape, node.component, node.name)
+                loops.append((node.rank_variable, tile))
             elif isinstance(node, M.Temporal):
                 loops.append((node.rank_variable, node.tile_shape))
     return out
@@ -521,7 +522,7 @@ def held_amounts(
         places = []
         for unit in compute_units(user, arch):
             flat = arch.flat(user.name, unit)
-            top = next(i for i, c in enumerate(flat.path) if c.kind == "memory")
+            top = top_level(flat)
             for level in backing_choices(user, flat, t, True):
                 if level == top:
                     continue  # not fused (the top memory may be unable to keep it)

@@ -47,6 +47,11 @@ class SpatialTile(int):
             isinstance(other, SpatialTile) and int(self) == int(other) and self.where == other.where
         )
 
+    @classmethod
+    def on(cls, tile: int, component: str, dimension: str) -> SpatialTile:
+        """The tile a spatial loop over ``component``'s fanout ``dimension`` leaves."""
+        return cls(tile, f"{component}.{dimension}")
+
     def __ne__(self, other: object) -> bool:
         return not self == other
 

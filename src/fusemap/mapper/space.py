@@ -575,7 +575,7 @@ def _fused_blocks(
     """Per fused backing node: (position, gaps above it closed to rank variables that do
     not index its tensor directly, or that its hosts cannot share). Above a virtual
     hosting holder only the variables the Einsum may share as a host."""
-    top = next(c.name for c in flat.path if c.kind == "memory")
+    top = flat.path[top_level(flat)].name
     out = []
     for p, h in enumerate(holders):
         if h.virtual and h.tensor == ROOT:
@@ -606,7 +606,7 @@ def join_memories(workload, arch: ArchEvaluator, config: MapperConfig) -> frozen
     for info in workload.einsums:
         for unit in compute_units(info, arch):
             flat = arch.flat(info.name, unit)
-            top = next(i for i, c in enumerate(flat.path) if c.kind == "memory")
+            top = top_level(flat)
             deepest = -1
             for t in info.tensors:
                 if config.may_fuse(t, workload):
@@ -625,6 +625,11 @@ def _fits_all(comp, workload) -> bool:
         t.size * comp.value_bits(name, t.bits_per_value) for name, t in workload.tensors.items()
     )
     return total <= comp.size * (1 + 1e-9)
+
+
+def top_level(flat: FlatArch) -> int:
+    """Position of the outermost memory on a path (where unfused tensors are backed)."""
+    return next(i for i, c in enumerate(flat.path) if c.kind == "memory")
 
 
 def top_memory(arch: ArchEvaluator, einsum: str) -> str:

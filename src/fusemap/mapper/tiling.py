@@ -24,7 +24,14 @@ from ..spec.resolve import EinsumInfo
 from .gap_orders import GapContext, canonical_order
 from .pareto import pareto_mask
 from .prefix import MARK, ForgetfulInterner, PrefixInterner, SpatialTile
-from .space import MapperConfig, Template, candidate_sizes, fused_positions, next_sizes
+from .space import (
+    MapperConfig,
+    Template,
+    candidate_sizes,
+    fused_positions,
+    next_sizes,
+    top_level,
+)
 from .stage import Layout, Stage
 from .template_result import TemplateResult
 from .terms import memoized, node_terms, reservation_sizes, tile_values
@@ -105,12 +112,12 @@ class TemplateTiler(NodeCosts):
         self.prune = prune
         self.interner = ForgetfulInterner() if self.relaxed else interner or PrefixInterner()
         self.memo = {} if memo is None else memo  # shared by the tilers of one Einsum
-        top = next(c for c in flat.path if c.kind == "memory")
-        # Fused backing nodes: shared tensors backed below the top memory.
-        # Fused backing nodes, and a virtual hosting holder: the loops above are shared.
-        self.fused_pos = fused_positions(template, shared, top.name) if config.fusion else []
+        self.top_level = top_level(flat)
+        # Fused backing nodes (shared tensors backed below the top memory), and a
+        # virtual hosting holder: the loops above are shared.
+        top = flat.path[self.top_level].name
+        self.fused_pos = fused_positions(template, shared, top) if config.fusion else []
         self.p_max = max(self.fused_pos, default=-1)
-        self.top_level = flat.path.index(top)
         self.vars = list(info.rank_variables)
         self.bounds = np.array([info.bounds[v] for v in self.vars], dtype=np.int64)
         spatial_vars = {s.var for s in template.spatial}
@@ -449,7 +456,7 @@ class TemplateTiler(NodeCosts):
             if s.slot == j + 1:
                 k = self.vars.index(s.var)
                 tile[k] //= s.trips
-                out.append(("loop", s.var, SpatialTile(tile[k], f"{s.component}.{s.dimension}")))
+                out.append(("loop", s.var, SpatialTile.on(tile[k], s.component, s.dimension)))
         return tuple(out)
 
     def _memory_total(self, cost: np.ndarray, memory: str) -> np.ndarray:

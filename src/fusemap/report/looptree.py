@@ -358,8 +358,8 @@ def fused_tensors(mapping: M.Mapping, workload, top: str | None) -> list[Fused]:
                 walk(node.nodes, loops)
                 return
             if isinstance(node, M.Spatial):
-                where = f"{node.component}.{node.name}"
-                loops = (*loops, (node.rank_variable, SpatialTile(node.tile_shape, where)))
+                tile = SpatialTile.on(node.tile_shape, node.component, node.name)
+                loops = (*loops, (node.rank_variable, tile))
             elif isinstance(node, M.Temporal):
                 loops = (*loops, (node.rank_variable, node.tile_shape))
             if isinstance(node, M.Storage):
