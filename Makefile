@@ -35,9 +35,9 @@ test: $(DEVSTAMP)
 	$(BIN)/ruff format --check src tests benchmarks experiments
 	$(BIN)/python -m pytest -n 2
 
-# FFM against the independent LoopTree oracle (every LoopTree of 48 tiny random cases
-# and of tests/test_mapper_root.py's; 2-3 minutes, deselected from `make test`), two
-# cases at a time.
+# FFM against the independent LoopTree oracle (every LoopTree of 48 tiny random cases,
+# of 12 with a spatial fanout, and of tests/test_mapper_root.py's; deselected from
+# `make test`), two cases at a time.
 test-oracle: $(DEVSTAMP)
 	$(BIN)/python -m pytest -m oracle -n 2
 

@@ -14,10 +14,20 @@ its Einsums into consecutive groups, each again such a tree. The trees enumerate
   (a top-memory node is a backing node and reserves nothing that counts, and where it
   sits changes no count; placed lower it could only stop the lowering of a holder of a
   chain that uses it, see below: such trees are not enumerated);
-* loops: any rank variable of every Einsum below, tiles shrinking to 1 at each leaf;
-  the first loop of a variable on a path may take any size (the ranks are small), later
-  ones divide the tile above (the mapper's tile shapes); no spatial loops (the cases
-  have no fanout);
+* loops, temporal and spatial: any rank variable of every Einsum below, tiles shrinking
+  to 1 at each leaf (every loop cuts its variable's tile: none of one trip); the first
+  loop of a variable on a path may take any size (the ranks are small), later ones
+  divide the tile above (the mapper's tile shapes; but the mapper's spatial loops divide
+  their rank, and a variable with a spatial loop has no imperfect loop there);
+* spatial loops: on any fanout dimension of the arch (none at the top memory), anywhere
+  below the root a temporal loop may go (also below a storage node of the fanout's own
+  memory, which the model accepts: the mapper puts them above the first storage node at
+  or below the fanout), a variable's spatial loop counting ``ceil(tile above / tile)``
+  instances, whose product over the path's loops of one dimension stays within its
+  fanout (``reuse.fanout_usage``: the model refuses more); each Einsum's chain uses at
+  least ``min_usage`` of each dimension (the model does not check it; the mapper's
+  rule: not for a copy; its fallback when no mapping reaches it is not implemented, such
+  a case is refused, ``NotImplementedError``), and so does no ``reuse``/``loop_bounds``;
 * no loop over a rank variable that an Einsum reduces shared with a reader of that
   Einsum's output (the reader would see a partial value);
 * a tree is valid when the model accepts it (capacity).
@@ -40,9 +50,26 @@ live reservations over branches. So a reservation only one chain makes and whose
 is lower on that chain's path, with no more bits, is never live where the other is not
 (*lowering a holder only one chain has is no worse than stopping it*, used below).
 
+Spatial loops, in the model. A tensor's view moves a spatial loop down past its holders
+in memories above the fanout's (``linearize``): only top-memory nodes, which sit at the
+root, so every tensor sees every loop where it is written. A spatial loop cuts tiles as
+a temporal loop does (totals, tiles, the tile a holder reserves: per instance); per
+instance (latency of the components at or below its fanout's level) it keeps one tile
+per parent tile; for the first holder (or leaf) below it of a tensor it does not index
+and that its ``may_reuse`` has, the parent sends (takes back) one copy for all instances
+(multicast, reduction); every instance of one that does not fully index an output
+starts its own partial sums. A holder being lowered passes a spatial loop as a temporal
+one if the loop is of the holder's memory, and stops above it otherwise. All of these
+depend, per tensor, on its holders and the loops between them, per variable; the per-
+instance and multicast rules on which holder is the first below a spatial loop.
+
 Reductions; none can lose an optimum (each tree left out is no better than one that
 is scored, or is not valid; each rule below maps a left-out tree to such a tree, and
-repeating them ends: nodes only move down or go):
+repeating them ends: nodes only move down or go). With spatial loops (see the end of
+this list for what changes) a *run* is a run of temporal loops: a spatial loop is not in
+any run, it breaks them, and every place of it among the temporal loops between two
+storage nodes is made (that sequence is runs and single spatial loops, no two runs
+adjacent: ``_sections``).
 
 * In a run of consecutive loops (no storage node between), at most one loop per rank
   variable: of two, the outer one cuts a tile no node sees (the inner one divides it),
@@ -159,12 +186,39 @@ repeating them ends: nodes only move down or go):
   are the same with either tail; the chain's usage alone is that of the reservations
   above, which do not depend on the tail, plus these. So the other tail, in the same
   tree, fits whenever this one does and is no worse.
+* Spatial loops, reduction by reduction. Runs hold temporal loops only, so the rules
+  on runs (one loop per variable, tail orders, signatures above a split) permute or drop
+  temporal loops only, between the same storage nodes and spatial loops: the tile
+  distributions are per variable, so the order of a run over different variables changes
+  no count in per-instance counting either (a spatial loop keeps one tile per parent,
+  per variable); two loops of one variable in a run still cut what the inner one cuts;
+  which holder is the first below a spatial loop does not change; and a holder still
+  being lowered after a run goes on into the spatial loop below it as before (whether
+  lowering goes on below a run is in its signature). No node right above the leaf that
+  only adds accesses: kept; without it the leaf is the first holder below the same
+  spatial loops (``count_tensor`` treats the leaf as a holder for multicast), with the
+  same tiles and first visits (no loop between), so its parent's counts are the same.
+  No loop right above a split: kept for spatial loops (moved into every group, every
+  chain keeps its nodes and order, so the same instances used; lifetimes as for a
+  temporal loop, ``capacity._lifetime`` treats both alike). End blocks, block orders,
+  empty groups, top-memory nodes at the root: kept (a storage node moved among other
+  tensors' nodes, or between the split and the top of a part, changes no tensor's view;
+  a top-memory node placed below a spatial loop sees it moved below itself, so the same
+  view as at the root). Overflow pruning: kept (a spatial loop cuts the tile a holder
+  below it reserves, per instance, as a temporal loop; ``capacity.reservations``
+  multiplies by instances only for a holder in a memory above the fanout: the top
+  memory, unbounded). Tail dominance: kept (the instances used and ``min_usage`` are a
+  chain's own, checked when it is costed; a spatial loop in the tail is the first loop
+  below an anchor above the split as a temporal one is). No one-trip spatial loop, as for
+  temporal loops (it cuts nothing).
 
 Costs. An Einsum's energy and latency depend only on its chain, so a chain is costed
 alone and once, keyed by its *canonical* form: each run of loops between two of its
 holders in one order, given by the loops the holder above it (if it is being lowered)
 passes, sorted by variable, then an irrelevant loop that stops it, then the rest by
-variable (a stable sort keeps two loops over one variable in order). The canonical form
+variable (a stable sort keeps two loops over one variable in order); spatial loops stay
+where they are, and the holder goes on past a run it passes whole and past a spatial loop
+it passes (of its memory, relevant). The canonical form
 has the same counts (loop order in a run) and lowers every holder past the same loops,
 so it has the same energy, latency and usage. The tails below an Einsum's nodes above a
 hole are costed once per canonical form of those nodes (a tail added below gives chains
@@ -198,8 +252,9 @@ from fusemap.spec.errors import InvalidMappingError
 from fusemap.spec.resolve import resolve_workload
 
 # Nodes while enumerating are tuples: ("S", tensor, memory), ("T", rank variable, tile),
-# ("C", einsum); mapping nodes are made only for a tree that is costed or checked.
-_S, _T, _C = "S", "T", "C"
+# ("P", rank variable, tile, component, dimension) for a spatial loop, ("C", einsum);
+# mapping nodes are made only for a tree that is costed or checked.
+_S, _T, _P, _C = "S", "T", "P", "C"
 
 
 @dataclass(frozen=True)
@@ -221,13 +276,18 @@ class _Path(NamedTuple):
     last_of: tuple[tuple[str, str], ...]  # Einsum -> tensor of its last node on the path
     lowering: tuple[tuple[str, tuple[str, str]], ...]  # Einsum -> its holder being lowered
     used: tuple[tuple[tuple[str, str], float], ...]  # (Einsum, memory) -> bits reserved
+    spread: tuple[tuple[tuple[str, str], int], ...] = ()  # (component, dim) -> instances used
 
 
 class LoopTreeOracle:
     """Every LoopTree of ``spec``'s workload (given order) on its single compute unit."""
 
-    def __init__(self, spec, max_work: int = 2_000_000):
+    def __init__(self, spec, max_work: int = 2_000_000, spatial_under_holders: bool = True):
+        """``spatial_under_holders``: spatial loops may also sit below a storage node in a
+        memory at or below their fanout's level (the model accepts it); False: only above
+        every such node on each path through them (where the mapper puts them)."""
         self.spec = spec
+        self.spatial_under_holders = spatial_under_holders
         self.wl = resolve_workload(spec)
         self.ae = ArchEvaluator(spec, self.wl)
         self.einsums = [e.name for e in self.wl.einsums]
@@ -278,6 +338,40 @@ class LoopTreeOracle:
             for e in self.einsums
         }
         self.size = {m.name: m.size for m in self.memories if not math.isinf(m.size)}
+        self.fanouts, self.need = self._fanout_dims()
+        self._spatial_cache: dict[tuple, list] = {}
+        self._section_cache: dict[tuple, list] = {}
+
+    def _fanout_dims(self) -> tuple[list, dict]:
+        """The fanout dimensions ((component, dimension, fanout) on every Einsum's path)
+        and the instances each Einsum must use of each (``min_usage``, as the mapper
+        applies it: not to copies; its fallback, when no mapping can reach it, is not
+        implemented and refused)."""
+        dims = []
+        need: dict[tuple[str, str, str], int] = {}
+        for e in self.einsums:
+            mine = []
+            for c in self.flat[e].path:
+                for d in c.spatial:
+                    if d.reuse or d.loop_bounds:
+                        raise NotImplementedError("the oracle has no spatial reuse / loop_bounds")
+                    if c.name == self.memories[0].name or c.name not in self.level:
+                        raise NotImplementedError("the oracle's fanouts are at inner memories")
+                    mine.append((c.name, d.name, d.fanout))
+                    n = 1
+                    if d.min_usage > 0 and not self.info[e].is_copy:
+                        n = math.ceil(d.min_usage * d.fanout - 1e-9)
+                    if n > 1 and not any(
+                        n <= -(-b // t) <= d.fanout
+                        for b in self.info[e].bounds.values()
+                        for t in range(1, b + 1)
+                    ):  # one spatial loop reaches it, so some mapping does: no fallback
+                        raise NotImplementedError("min_usage fallback (no loop reaches it)")
+                    need[e, c.name, d.name] = n
+            if dims and mine != dims:
+                raise NotImplementedError("the oracle's Einsums share one set of fanouts")
+            dims = mine
+        return dims, need
 
     # ------------------------------------------------------------------ helpers
     def _rel(self, einsum: str, tensor: str, var: str) -> str:
@@ -318,6 +412,7 @@ class LoopTreeOracle:
             tuple(x for x in path.last_of if x[0] in group),
             tuple(x for x in path.lowering if x[0] in group),
             tuple(x for x in path.used if x[0][0] in group),
+            path.spread,
         )
 
     def _bits(self, einsum: str, tensor: str, memory: str, sizes: tuple) -> float:
@@ -360,7 +455,7 @@ class LoopTreeOracle:
             self._skeletons[key] = out
             return out
         for segment, after in self._segments(group, path):
-            if segment and segment[-1][0] == _T:
+            if segment and segment[-1][0] in (_T, _P):
                 continue  # a loop right above a split: see the module docstring
             if not segment and len(group) < len(self.einsums):
                 continue  # a split right under a split: the same tree as one split
@@ -467,10 +562,10 @@ class LoopTreeOracle:
             if self._end_block_ok(_marked(block, dict(p.levels)), first, singles):
                 out.append((block, q))
             if runs_left and self._can_end(group, q):
-                for run, r in self._runs(group, common, q, False):
+                for run, r in self._sections(group, common, q, False):
                     out += [(block + run + rest, z) for rest, z in self._suffixes(group, r, False)]
         if first:
-            for run, r in self._runs(group, common, p, False):
+            for run, r in self._sections(group, common, p, False):
                 out += [(run + rest, z) for rest, z in self._suffixes(group, r, False)]
         self._suffix_cache[key] = out
         return out
@@ -492,7 +587,7 @@ class LoopTreeOracle:
             for block, q in self._blocks(group, tensors, p, True, first):
                 out += [block + rest for rest in self._leaves(name, q, False, False)]
         if first or not after_run:
-            for run, q in self._runs(group, common, p, True, first):
+            for run, q in self._sections(group, common, p, True, first):
                 out += [run + rest for rest in self._leaves(name, q, True, False)]
         self._leaf_cache[key] = out
         return out
@@ -554,6 +649,7 @@ class LoopTreeOracle:
                     _items(lasts),
                     _items(lowering),
                     _items(used),
+                    p.spread,
                 )
                 yield nodes, q
 
@@ -670,6 +766,89 @@ class LoopTreeOracle:
         """Whether ``einsum`` is the only Einsum of ``group`` using ``tensor``."""
         return all(e == einsum or tensor not in self.tensors[e] for e in group)
 
+    def _sections(self, group, common, p: _Path, single: bool, first: bool = False) -> list:
+        """Non-empty sequences of loops between two storage nodes (or a storage node and
+        the leaf): runs of temporal loops (``_runs``) and single spatial loops, no two
+        runs adjacent (a spatial loop breaks a run: see the module docstring); with the
+        path after each. ``first``: in a tail, nothing above it in the tail."""
+        key = (group, p, single, first)
+        found = self._section_cache.get(key)
+        if found is not None:
+            return found
+        out: list = []
+
+        def extend(nodes: tuple, q: _Path, at_start: bool, after_run: bool) -> None:
+            if nodes:
+                out.append((nodes, q))
+            if not after_run:
+                for run, r in self._runs(group, common, q, single, at_start):
+                    extend(nodes + run, r, False, True)
+            for loop, r in self._spatials(group, common, q):
+                extend(nodes + loop, r, False, False)
+
+        extend((), p, first, False)
+        self._section_cache[key] = out
+        return out
+
+    def _spatials(self, group, common, p: _Path) -> list:
+        """One spatial loop (as a 1-tuple of nodes) over a variable every Einsum of
+        ``group`` has, on each fanout dimension, with its tile chosen as a temporal
+        loop's (the first loop of a variable any size, later ones divide) and its
+        instances (``ceil(tile above / tile)``, at least 2) times those already used on
+        the path within the fanout; with the path after it. A holder being lowered
+        passes it as a temporal loop when the loop is of its own memory and stops above
+        it otherwise (``capacity._lowered``)."""
+        key = (group, p)
+        found = self._spatial_cache.get(key)
+        if found is not None:
+            return found
+        out = []
+        bounds = self.info[group[0]].bounds
+        sizes0 = dict(p.sizes)
+        spread0 = dict(p.spread)
+        for comp, dim, fanout in self.fanouts:
+            used = spread0.get((comp, dim), 1)
+            if not self.spatial_under_holders and any(
+                lv >= self.level[comp] for _, lv in p.levels
+            ):  # a chain through it has a holder at or below the fanout above it
+                continue
+            for v in common:
+                size = sizes0[v]
+                if v in p.looped or size != bounds[v]:
+                    tiles = [t for t in range(1, size) if size % t == 0]
+                else:
+                    tiles = list(range(1, size))
+                for tile in tiles:
+                    trips = -(-size // tile)
+                    if used * trips > fanout:
+                        continue
+                    lowering, used_bits = dict(p.lowering), dict(p.used)
+                    for e, (t, m) in p.lowering:
+                        kind = self._rel(e, t, v)
+                        if m == comp and kind == "relevant":
+                            continue  # still being lowered
+                        del lowering[e]
+                        at = dict(sizes0)
+                        if m == comp and kind == "partial":
+                            at[v] = tile
+                        self._reserve(used_bits, e, t, m, _items(at))
+                    if self._overflows(used_bits, lowering):
+                        continue  # no tree below fits
+                    sizes = dict(sizes0)
+                    sizes[v] = tile
+                    spread = dict(spread0)
+                    spread[comp, dim] = used * trips
+                    after = p._replace(
+                        sizes=_items(sizes),
+                        looped=p.looped | {v},
+                        lowering=_items(lowering),
+                        used=_items(used_bits),
+                        spread=_items(spread),
+                    )
+                    out.append((((_P, v, tile, comp, dim),), after))
+        self._spatial_cache[key] = out
+        return out
+
     def _runs(self, group, common, p: _Path, single: bool, first: bool = False):
         """Non-empty runs of loops, at most one per variable: in a tail the orders that
         lower the Einsum's last node furthest (one per partially relevant loop it may
@@ -727,7 +906,13 @@ class LoopTreeOracle:
                 if self._overflows(used, lowering):
                     continue  # no tree below fits
                 after = _Path(
-                    _items(sizes), looped, p.levels, p.last_of, _items(lowering), _items(used)
+                    _items(sizes),
+                    looped,
+                    p.levels,
+                    p.last_of,
+                    _items(lowering),
+                    _items(used),
+                    p.spread,
                 )
                 yield tuple((_T, v, t) for v, t in order), after
 
@@ -827,7 +1012,8 @@ class LoopTreeOracle:
                 # first) is relevant or partially relevant to the holder's tensor.
                 into = (
                     lowered is not None
-                    and leaf[0][0] == _T
+                    and leaf[0][0] in (_T, _P)
+                    and (leaf[0][0] == _T or leaf[0][3] == lowered[1])
                     and self._rel(name, lowered[0], leaf[0][1]) != "irrelevant"
                 )
                 costed.append((*cost, leaf, into))
@@ -872,11 +1058,20 @@ class LoopTreeOracle:
                 usage, _ = memory_usage([built], [nodes])
                 if all(usage.get(m.name, 0.0) <= m.size * (1 + 1e-9) for m in self.memories):
                     r = einsum_costs(built, self.wl.n_instances * info.n_instances)
-                    cost = (r.energy, r.latency, tuple(usage.get(m, 0.0) for m in self.size))
+                    if self._reaches_min_usage(name, r.fanout_usage):
+                        cost = (r.energy, r.latency, tuple(usage.get(m, 0.0) for m in self.size))
             except InvalidMappingError:
                 cost = None
         self._cost[key] = cost
         return cost
+
+    def _reaches_min_usage(self, einsum: str, used: dict[str, float]) -> bool:
+        """Whether a chain uses as many instances of every fanout dimension as the
+        Einsum must (``min_usage``: the model does not check it, the mapper does)."""
+        return all(
+            used.get(f"{comp}.{dim}", 1.0) >= self.need[einsum, comp, dim]
+            for comp, dim, _ in self.fanouts
+        )
 
     def _canon(self, einsum: str, chain: tuple) -> tuple:
         """A chain of ``einsum``'s own nodes with the same energy, latency and
@@ -884,22 +1079,31 @@ class LoopTreeOracle:
         its lowered holder passes (see the module docstring)."""
         out: list = []
         seen: set[str] = set()
-        holder = None  # the tensor of the holder being lowered into the next run
+        holder = None  # (tensor, memory) of the holder being lowered into the next run
         i = 0
         while i < len(chain):
-            if chain[i][0] != _T:
-                if chain[i][0] == _S:
-                    t = chain[i][1]
-                    holder = t if t in seen else None
-                    seen.add(t)
-                out.append(chain[i])
+            n = chain[i]
+            if n[0] != _T:
+                if n[0] == _S:
+                    holder = (n[1], n[2]) if n[1] in seen else None
+                    seen.add(n[1])
+                elif n[0] == _P and holder is not None:  # does it pass the spatial loop?
+                    if n[3] != holder[1] or self._rel(einsum, holder[0], n[1]) != "relevant":
+                        holder = None
+                else:
+                    holder = None
+                out.append(n)
                 i += 1
                 continue
             j = i
             while j < len(chain) and chain[j][0] == _T:
                 j += 1
-            out += self._canon_run(einsum, holder, list(chain[i:j]))
-            holder = None
+            run = list(chain[i:j])
+            out += self._canon_run(einsum, holder and holder[0], run)
+            if holder is not None and any(  # a run it does not pass whole stops it
+                self._rel(einsum, holder[0], x[1]) != "relevant" for x in run
+            ):
+                holder = None
             i = j
         return tuple(out)
 
@@ -939,7 +1143,7 @@ class LoopTreeOracle:
     def solve(self) -> dict[str, Optimum]:
         """The optimum of energy, latency and EDP over every valid LoopTree."""
         bounds = {v: b for e in self.einsums for v, b in self.info[e].bounds.items()}
-        start = _Path(_items(bounds), frozenset(), (), (), (), ())
+        start = _Path(_items(bounds), frozenset(), (), (), (), (), ())
         skeletons = []
         for struct, holes in self.skeletons(tuple(self.einsums), start):
             tails = []
@@ -1027,6 +1231,10 @@ def _node(n: tuple, unit: str) -> M.MappingNode:
         return M.Storage.model_construct(tensors=[n[1]], component=n[2])
     if n[0] == _T:
         return M.Temporal.model_construct(rank_variable=n[1], tile_shape=n[2])
+    if n[0] == _P:
+        return M.Spatial.model_construct(
+            rank_variable=n[1], tile_shape=n[2], component=n[3], name=n[4]
+        )
     return M.Compute.model_construct(einsum=n[1], component=unit)
 
 
