@@ -15,7 +15,8 @@ fanout, ``may_reuse`` All or Nothing, ``min_usage: 1`` on some), so the oracle's
 have spatial loops, shared by fused Einsums above a split (spatial fusion) or not. They
 run twice: with spatial loops anywhere a loop may go (the model accepts a spatial loop
 below a storage node of its own memory), and only above every node in the fanout's
-memory on their paths, where the mapper puts them.
+memory on their paths, where the mapper puts them (only for the cases that fail the
+first way: where FFM reaches the first optimum, it reaches this one).
 
 Where the oracle finds a tree better than FFM's answer, the case is marked xfail
 (strict: it fails once FFM finds the tree, so the mark must then go) with what FFM
@@ -300,7 +301,7 @@ FANOUT_PLACED_MISSED: dict[int, str] = {
 }
 
 
-def _fanout_seeds(missed: dict[int, str]) -> list:
+def _fanout_seeds(missed: dict[int, str], seeds=range(12)) -> list:
     return [
         pytest.param(
             seed,
@@ -308,7 +309,7 @@ def _fanout_seeds(missed: dict[int, str]) -> list:
         )
         if (why := missed.get(seed))
         else seed
-        for seed in range(12)
+        for seed in seeds
     ]
 
 
@@ -321,10 +322,12 @@ def test_ffm_equals_every_looptree_below_a_fanout(seed, tmp_path):
 
 
 @pytest.mark.oracle
-@pytest.mark.parametrize("seed", _fanout_seeds(FANOUT_PLACED_MISSED))
+@pytest.mark.parametrize("seed", _fanout_seeds(FANOUT_PLACED_MISSED, sorted(FANOUT_MISSED)))
 def test_ffm_equals_every_looptree_with_spatial_loops_above_the_buffer(seed, tmp_path):
-    """The same cases, the oracle's spatial loops above every storage node in the
-    fanout's memory (or below it) on their paths: where the mapper puts them."""
+    """The cases FFM misses above, the oracle's spatial loops above every storage node
+    in the fanout's memory (or below it) on their paths: where the mapper puts them.
+    (On the others FFM reaches the optimum of every tree, with a tree of this kind, so
+    it is this optimum too.)"""
     spec, _ = _fanout_spec(seed, tmp_path)
     _check(spec, None, spatial_under_holders=False)
 
