@@ -141,3 +141,35 @@ def test_spatial_loop_moved_below_a_temporal_loop_over_the_same_variable(tmp_pat
         "mapping.yaml:",
     ):
         assert words in message, message
+
+
+def test_a_node_above_the_spread_of_its_own_instances_is_filled_once_and_warned(tmp_path):
+    # A in LocalBuffer written above the loop that spreads n over the two LocalBuffer
+    # instances: A's view keeps it above (the loop moves only down to a holder below it),
+    # so A is filled once, 6 values, as if both cores shared one copy, although Z may not
+    # multicast (may_reuse Nothing); the model says so. Written below the loop, each core
+    # is filled with its own copy: 2 x 6 = 12.
+    wl = matmul(M, K, N)
+    cores_nothing = cores(may_reuse="Nothing")
+    above = mapping(
+        storage(MM, "A", "B", "Z"),
+        storage(LB, "A"),
+        over_cores(),
+        storage(LB, "B", "Z"),
+        loops("m", "k", "n"),
+        compute("Z"),
+    )
+    r = run(tmp_path, cores_nothing, wl, above)
+    assert rw(r, LB, "A")[1] == M * K
+    (warning,) = [w for w in r.warnings if "above the !Spatial" in w]
+    assert "of A in LocalBuffer" in warning and "'n' (LocalBuffer.Z" in warning
+    below = mapping(
+        storage(MM, "A", "B", "Z"),
+        over_cores(),
+        storage(LB, "A", "B", "Z"),
+        loops("m", "k", "n"),
+        compute("Z"),
+    )
+    r = run(tmp_path, cores_nothing, wl, below)
+    assert rw(r, LB, "A")[1] == 2 * M * K
+    assert not [w for w in r.warnings if "above the !Spatial" in w]

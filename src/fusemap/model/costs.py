@@ -49,7 +49,7 @@ def einsum_costs(chain: Chain, scale: float) -> EinsumResult:
     modes = _one_modes(chain)
     result = EinsumResult(info.name, compute_unit=chain.compute.component)
     result.fanout_usage = {f"{c}.{d}": float(n) for (c, d), n in used.items()}
-    result.warnings = unreduced_partial_sums(chain, may_reuse)
+    result.warnings = unreduced_partial_sums(chain, may_reuse) + holders_above_their_spread(chain)
     totals = {t: _traffic(chain, t, may_reuse, frozenset(), skip) for t in info.tensors}
     per_unit_cache: dict[tuple[frozenset[int], str], TensorTraffic] = {}
     latencies: dict[str, float] = {}
@@ -135,6 +135,35 @@ def unreduced_partial_sums(
                 f"{tensor} (may_reuse): every instance writes its partial sums to "
                 f"{parent.component}, counted as writes only (adding them up is free)"
             )
+    return out
+
+
+def holders_above_their_spread(chain: Chain) -> list[str]:
+    """Storage nodes written above a spatial loop over their own component's instances
+    (or an ancestor's: the node is at or below the fanout).
+
+    The model keeps such a node above the loop (it moves a spatial loop only down to the
+    first holder at or below its fanout *below* it), so its traffic with its parent is
+    counted once for every instance, as if they shared one copy, whatever ``may_reuse``
+    allows (the LoopTree oracle's trees so beat FFM's only with ``may_reuse: Nothing``). The
+    mapper never writes loops so; said once per (node, loop)."""
+    out = []
+    above: list[HolderStep] = []
+    for s in chain.steps:
+        if isinstance(s, HolderStep) and not s.toll:
+            above.append(s)
+        elif isinstance(s, LoopStep) and s.spatial:
+            for h in above:
+                if h.level >= s.level:
+                    out.append(
+                        f"Einsum {chain.einsum.name}: the !Storage node of {h.tensor} in "
+                        f"{h.component}{chain.line_of(h.node_id, ' (', ')')} is above the "
+                        f"!Spatial loop over '{s.rank_variable}' ({s.component}.{s.dimension}"
+                        f"{chain.line_of(s.node_id, ', ', '')}) over the instances that hold "
+                        "it: its traffic with its parent is counted once for all of them, as "
+                        "if they shared one copy (may_reuse is not applied); write the loop "
+                        "above it"
+                    )
     return out
 
 
