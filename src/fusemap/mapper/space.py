@@ -471,12 +471,13 @@ def templates(
                     fused = (
                         _fused_blocks(order, flat, info, shared, config) if config.fusion else []
                     )
+                    blocked = frozenset(
+                        _dead_gaps(order, flat, info).union(*(gv for _, gv in fused))
+                    )
                     for loops in spatial:
                         placed = place_spatial(order, loops)
                         if not _spatial_may_share(placed, fused):
                             continue
-                        blocked = _dead_gaps(order, flat, info)
-                        blocked = blocked | {(g, v) for _, gv in fused for g, v in gv}
                         out.append(Template(info.name, unit, compute_level, order, placed, blocked))
     return _sharing_parts(out)
 

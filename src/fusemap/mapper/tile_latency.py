@@ -39,22 +39,23 @@ def _component_latency(self, comp: ComponentInfo, crit: np.ndarray, rows: int) -
         if col in names:
             return crit[:, names.index(col)] * comp.actions_scale * self.scale
         return np.zeros(rows)
-    cols = {
-        a: names.index(f"calls:{comp.name}:{a}")
+    cols = [
+        (a, names.index(f"calls:{comp.name}:{a}"))
         for a in comp.actions
         if f"calls:{comp.name}:{a}" in names
-    }
-    out = np.empty(rows)
-    cache: dict[tuple, float] = {}
-    for r in range(rows):
-        calls = {a: 0.0 for a in comp.actions}
-        for a, col in cols.items():
-            calls[a] = float(crit[r, col])
-        key = tuple(calls.values())
+    ]
+    # The latency expression once per distinct call count (shared by the Einsum's tilers).
+    uniq, inverse = np.unique(crit[:, [c for _, c in cols]], axis=0, return_inverse=True)
+    cache = self.memo.setdefault(("latency", comp.name), {})
+    values = np.empty(len(uniq))
+    for i, row in enumerate(uniq.tolist()):
+        key = tuple(row)
         if key not in cache:
-            cache[key] = component_latency(comp, calls) * self.scale
-        out[r] = cache[key]
-    return out
+            calls = {a: 0.0 for a in comp.actions}
+            calls.update(zip((a for a, _ in cols), row, strict=True))
+            cache[key] = component_latency(comp, calls)
+        values[i] = cache[key] * self.scale
+    return values[inverse.ravel()]
 
 
 def _ops_per_instance(self) -> float:
