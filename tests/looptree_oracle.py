@@ -282,12 +282,21 @@ class _Path(NamedTuple):
 class LoopTreeOracle:
     """Every LoopTree of ``spec``'s workload (given order) on its single compute unit."""
 
-    def __init__(self, spec, max_work: int = 2_000_000, spatial_under_holders: bool = True):
+    def __init__(
+        self,
+        spec,
+        max_work: int = 2_000_000,
+        spatial_under_holders: bool = True,
+        even_spatial: bool = False,
+    ):
         """``spatial_under_holders``: spatial loops may also sit below a storage node in a
         memory at or below their fanout's level (the model accepts it); False: only above
-        every such node on each path through them (where the mapper puts them)."""
+        every such node on each path through them (where the mapper puts them).
+        ``even_spatial``: every spatial tile divides the tile above (no uneven spread,
+        which the mapper does not search yet)."""
         self.spec = spec
         self.spatial_under_holders = spatial_under_holders
+        self.even_spatial = even_spatial
         self.wl = resolve_workload(spec)
         self.ae = ArchEvaluator(spec, self.wl)
         self.einsums = [e.name for e in self.wl.einsums]
@@ -814,7 +823,7 @@ class LoopTreeOracle:
                 continue
             for v in common:
                 size = sizes0[v]
-                if v in p.looped or size != bounds[v]:
+                if v in p.looped or size != bounds[v] or self.even_spatial:
                     tiles = [t for t in range(1, size) if size % t == 0]
                 else:
                     tiles = list(range(1, size))

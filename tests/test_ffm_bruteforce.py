@@ -148,6 +148,7 @@ def _brute_force(spec, objective: str) -> float:
         start = (0,) * len(rows)
         heapq.heappush(heap, (_bound(tables, rows, start, objective, lmin[c]), c, start))
     visited = set()
+    chains: dict = {}  # (Einsum, row) -> (its LoopTree, its compatibilities): rows repeat
     best = math.inf
     while heap:
         bound, c, idx = heapq.heappop(heap)
@@ -165,7 +166,7 @@ def _brute_force(spec, objective: str) -> float:
         e = sum(float(tables[k].energy[p]) for k, p in enumerate(picks))
         lat = sum(float(tables[k].latency[p]) for k, p in enumerate(picks))
         value = {"energy": e, "latency": lat, "edp": e * lat}[objective]
-        if value >= best or not _valid(spec, wl, ar, names, tables, picks, top, e, lat):
+        if value >= best or not _valid(spec, wl, ar, names, tables, picks, top, e, lat, chains):
             continue
         best = value
     return best
@@ -180,14 +181,19 @@ def _bound(tables, rows, idx, objective, lmin) -> float:
     return e * lmin if objective == "edp" else e
 
 
-def _valid(spec, wl, ar, names, tables, picks, top, energy, latency) -> bool:
+def _valid(spec, wl, ar, names, tables, picks, top, energy, latency, memo: dict) -> bool:
     """Whether the model accepts the assembled LoopTree *and* scores it as the sum of the
     pmappings: otherwise the tree is not this combination (a node of one Einsum's own
     copy of a tensor also sits on another user's path) and its value is not ``energy``."""
-    chains = [tables[k].mapping(p) for k, p in enumerate(picks)]
-    compat = [{c.tensor: c for c in tables[k].fusion.compatibility(p)} for k, p in enumerate(picks)]
+    for k, p in enumerate(picks):
+        if (k, p) not in memo:
+            compat = {c.tensor: c for c in tables[k].fusion.compatibility(p)}
+            memo[k, p] = (tables[k].mapping(p), compat)
+    chains, compat = zip(*(memo[k, p] for k, p in enumerate(picks)), strict=True)
     try:
-        r = evaluate_mapping(spec, assemble(names, chains, compat, top, wl), workload=wl, arch=ar)
+        r = evaluate_mapping(
+            spec, assemble(names, list(chains), list(compat), top, wl), workload=wl, arch=ar
+        )
     except InvalidMappingError:
         return False
     return math.isclose(r.energy, energy, rel_tol=1e-9) and math.isclose(
