@@ -28,6 +28,7 @@ from fusemap.mapper.gap_orders import (
     ordered_as_prefix,
     with_gap_orders,
 )
+from fusemap.mapper.prefix import SpatialTile
 from fusemap.mapper.space import Holder
 from fusemap.model.evaluate import evaluate_mapping
 from fusemap.spec import mapping as M
@@ -35,8 +36,8 @@ from fusemap.spec.spec import load_spec
 from model_helpers import access, arch, compute_unit, einsum, memory, to_yaml, workload
 
 
-def _result(holders, variables, relevance):
-    tmpl = SimpleNamespace(holders=holders)
+def _result(holders, variables, relevance, spatial=()):
+    tmpl = SimpleNamespace(holders=holders, spatial=spatial)
     return SimpleNamespace(template=tmpl, variables=variables, relevance=relevance)
 
 
@@ -71,7 +72,7 @@ def test_every_order_below_a_node_that_does_not_lower_costs_the_same():
         (Holder("W", "GB", 1, False), _ctx(tracked=())),
     ]:
         res = _result((h,), ["k", "m", "n"], W_REL)
-        opts = _gap_options(res, ctx, 0, 0b111, sizes, 0)
+        opts = _gap_options(res, ctx, 0, 0b111, [], sizes, 0)
         assert len(opts) == 6 and opts[0].canonical
         assert all(o.delta == () for o in opts)
 
@@ -88,7 +89,7 @@ def test_an_order_that_lowers_less_reserves_the_larger_tile_shallower():
     # sizes here, so 1 * 4 * 3 = 12 values, 96 bits) at depth 2 + 2 = 4.
     res = _result((Holder("W", "GB", 1, False),), ["k", "m", "n"], W_REL)
     sizes = (np.array([[2, 4, 6]]), np.array([[1, 2, 3]]))  # one prefix
-    opts = {o.order: _plain(o) for o in _gap_options(res, _ctx(), 0, 0b111, sizes, 2)}
+    opts = {o.order: _plain(o) for o in _gap_options(res, _ctx(), 0, 0b111, [], sizes, 2)}
     assert opts[(0, 2, 1)].canonical
     assert opts[(2, 0, 1)].delta == ()  # n, k, m: the same loops passed
     # m first: not lowered, tile 2 * 4 * 6 = 48 values (384 bits) at depth 2.
@@ -96,8 +97,46 @@ def test_an_order_that_lowers_less_reserves_the_larger_tile_shallower():
     # k, m, n: past k only, tile 1 * 4 * 6 = 24 values (192 bits) at depth 3.
     assert opts[(0, 1, 2)].delta == (("GB", 4, -96.0), ("GB", 3, 192.0))
     # Not kept by depth: the total grows by the difference.
-    flat = {o.order: _plain(o) for o in _gap_options(res, _ctx(by_depth=()), 0, 0b111, sizes, 2)}
+    flat = {
+        o.order: _plain(o) for o in _gap_options(res, _ctx(by_depth=()), 0, 0b111, [], sizes, 2)
+    }
     assert flat[(1, 0, 2)].delta == (("GB", -1, 288.0),)
+
+
+def test_a_spatial_loop_takes_every_place_but_above_its_variables_loop_and_stops_lowering():
+    # W[k, n] in GB above loops k (2 -> 1) and m (4 -> 2), then a spatial loop over m
+    # (2 instances, the tile 2 -> 1) at the end of the gap (item 3 = 3 variables + 0).
+    # It may go anywhere but above the temporal m loop whose tile it splits: k, m, s /
+    # m, k, s / m, s, k. W's lowering stops at it (a fanout below W's memory): m, s, k
+    # passes nothing (m is irrelevant to W), as m, k, s does; k, m, s passes k.
+    spread = (SimpleNamespace(var="m"),)
+    res = _result((Holder("W", "GB", 1, False),), ["k", "m", "n"], W_REL, spread)
+    sizes = (np.array([[2, 4, 6]]), np.array([[1, 2, 6]]))
+    opts = {o.order: _plain(o) for o in _gap_options(res, _ctx(), 0, 0b011, [0], sizes, 2)}
+    assert set(opts) == {(0, 1, 3), (1, 0, 3), (1, 3, 0)}
+    assert opts[(0, 1, 3)].canonical
+    # Canonical: past k, tile 1 * 4 * 6 = 24 values (192 bits) at depth 3; stopped right
+    # away: 2 * 4 * 6 = 48 (384 bits) at depth 2.
+    assert opts[(1, 0, 3)].delta == (("GB", 3, -192.0), ("GB", 2, 384.0))
+    assert opts[(1, 3, 0)].delta == opts[(1, 0, 3)].delta
+
+
+def test_ordered_as_prefix_moves_spatial_loops_too():
+    tree = M.Mapping(
+        nodes=[
+            M.Storage(tensors=["A"], component="DRAM"),
+            M.Temporal(rank_variable="m", tile_shape=1),
+            M.Spatial(rank_variable="n", tile_shape=2, name="X", component="GB"),
+            M.Storage(tensors=["A"], component="GB"),
+            M.Temporal(rank_variable="k", tile_shape=1),
+            M.Compute(einsum="E", component="MAC"),
+        ]
+    )
+    tokens = (("loop", "n", SpatialTile.on(2, "GB", "X")), ("loop", "m", 1), ("back", "A", "GB"))
+    out = ordered_as_prefix(tree, tokens)
+    kinds = [type(n).__name__ for n in out.nodes]
+    assert kinds == ["Storage", "Spatial", "Temporal", "Storage", "Temporal", "Compute"]
+    assert out.nodes[1] == tree.nodes[2] and out.nodes[2] == tree.nodes[1]
 
 
 def test_ordered_as_prefix_rewrites_the_first_loops():

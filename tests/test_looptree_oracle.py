@@ -10,7 +10,7 @@ FFM's energy, latency and EDP optima must equal the oracle's, and the
 mapping FFM returns must score, in the model, what FFM reports. The cases are
 independent: ``make test-oracle`` runs them two at a time (pytest-xdist).
 
-Fanout cases (``_fanout_spec``, 12 seeds): the buffer is one of 2 instances (a spatial
+Fanout cases (``_fanout_spec``, 16 seeds): the buffer is one of 2 instances (a spatial
 fanout, ``may_reuse`` All or Nothing, ``min_usage: 1`` on some), so the oracle's trees
 have spatial loops, shared by fused Einsums above a split (spatial fusion) or not, above
 every node in the fanout's memory on their paths (each instance holds its own tiles: the
@@ -280,10 +280,15 @@ def test_ffm_equals_every_looptree_sharing_copies(shape, seed, tmp_path):
 
 
 # The oracle's trees with spatial loops that FFM misses, by seed (values: FFM against the
-# oracle). Seed 7 splits m = 3 over the 2 instances as 2 + 1, which the mapper never does
-# (its spatial loops divide their rank: docs/mapspace.md).
+# oracle): an imperfect tile on a spatially mapped variable, which the mapper never
+# makes (its spatial loops divide their rank, and a variable with one has no imperfect
+# loop: docs/mapspace.md). Seeds 25, 28 and 31 missed until 2026-11-25: an Einsum's own
+# node between a shared spatial loop and a shared temporal loop below it (the other
+# user's prefix had the spatial loop last in the gap; gap_orders now moves it).
 FANOUT_MISSED: dict[int, str] = {
     7: "m = 3 spread over the 2 instances as 2 + 1 (spatial tile 2, imperfect): EDP 30132 vs 23004",
+    34: "m = 3 cut 2 + 1 by a temporal loop, then spread over the 2 instances: energy 4359 vs "
+    "4254, latency 36 vs 27",
 }
 FANOUT_SEEDS = [
     pytest.param(
@@ -291,7 +296,7 @@ FANOUT_SEEDS = [
     )
     if (why := FANOUT_MISSED.get(seed))
     else seed
-    for seed in range(12)
+    for seed in [*range(12), 25, 28, 31, 34]
 ]
 
 

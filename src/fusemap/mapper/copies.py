@@ -49,6 +49,7 @@ import numpy as np
 
 from ..spec.resolve import EinsumInfo, WorkloadInfo
 from .gap_orders import lowered_past
+from .prefix import is_spatial
 from .renamed import result_tiles
 
 
@@ -226,10 +227,15 @@ def _passed(
     uniq, inverse = np.unique(keys, axis=0, return_inverse=True)
     found = np.full(len(uniq), -1, dtype=np.int64)
     for u, (seq, at, count) in enumerate(uniq.tolist()):
-        loops = [t[1] for t in fusion.interner.prefixes[seq] if t[0] == "loop"]  # spatial too
+        loops = [t for t in fusion.interner.prefixes[seq] if t[0] == "loop"]  # spatial too
         if at + count > len(loops):
             continue  # below the prefix: the canonical order
-        found[u] = lowered_past([info.relevance(tensor, v) for v in loops[at : at + count]])
+        # A spatial loop in a copy's gap is of a fanout below it: the lowering stops there.
+        kinds = [
+            "irrelevant" if is_spatial(t) else info.relevance(tensor, t[1])
+            for t in loops[at : at + count]
+        ]
+        found[u] = lowered_past(kinds)
     got = found[inverse.ravel()]
     return np.where(got >= 0, got, out)
 

@@ -94,7 +94,8 @@ def with_gap_orders(
         return res
     here, mids = res.gap_tiles(rows)
     masks = _looped_masks(res, here, mids)[:, : ctx.p_max]
-    several = (_popcount(masks) >= 2).any(axis=1)  # in one gap
+    spatial = np.array([len(_spatial_in(res, j)) for j in range(ctx.p_max)], dtype=np.int64)
+    several = (_popcount(masks) + spatial >= 2).any(axis=1)  # in one gap
     rows, masks = rows[several], masks[several]
     if len(rows) == 0:
         return res
@@ -120,14 +121,16 @@ def _expanded(res, ctx, interner, counter, members: np.ndarray, mask: list[int])
     key_of = key_of.ravel()
     first = members[np.unique(key_of, return_index=True)[1]]  # one row per prefix
     here, mids = res.gap_tiles(first)
-    spatial = [sum(s.slot == j + 1 for s in res.template.spatial) for j in range(len(mask))]
-    depth_top = np.cumsum([0, *(bin(m).count("1") + n for m, n in zip(mask, spatial, strict=True))])
+    spatial = [_spatial_in(res, j) for j in range(len(mask))]
+    depth_top = np.cumsum(
+        [0, *(bin(m).count("1") + len(sp) for m, sp in zip(mask, spatial, strict=True))]
+    )
     options = [
-        _gap_options(res, ctx, j, m, (here[j], mids[j]), int(depth_top[j]))
+        _gap_options(res, ctx, j, m, spatial[j], (here[j], mids[j]), int(depth_top[j]))
         for j, m in enumerate(mask)
     ]
     tokens = [interner.prefixes[s] for s in seqs.tolist()]
-    where = [q for q, t in enumerate(tokens[0]) if t[0] == "loop" and not is_spatial(t)]
+    where = [q for q, t in enumerate(tokens[0]) if t[0] == "loop"]  # spatial ones too
     out = []
     for combo in itertools.product(*options):
         if all(o.canonical for o in combo):
@@ -158,24 +161,42 @@ def _source(canon: list, orders: list, where: list[int], tokens: tuple) -> list[
     return src
 
 
+def _spatial_in(res: TemplateResult, j: int) -> list[int]:
+    """The template's spatial loops at the end of gap ``j`` (indices, in its order)."""
+    return [i for i, s in enumerate(res.template.spatial) if s.slot == j + 1]
+
+
 def _gap_options(
-    res: TemplateResult, ctx: GapContext, j: int, mask: int, sizes, depth_top: int
+    res: TemplateResult, ctx: GapContext, j: int, mask: int, spatial: list[int], sizes, depth_top
 ) -> list[_Option]:
-    """Every order of gap ``j``'s loops (``mask``), the canonical one first. ``sizes``:
-    (here, mids), the tiles above and below the gap's loops, (prefixes, variables)."""
+    """Every order of gap ``j``'s loops, the canonical one first: its temporal loops
+    (``mask``, variable indices) and its ``spatial`` loops (template indices, as items
+    ``len(variables) + i``). ``sizes``: (here, mids), the tiles above and below the gap's
+    temporal loops, (prefixes, variables).
+
+    The search writes the spatial loops last, where the model moves them in the view of
+    every tensor whose next holder is below them; a prefix shared with another Einsum
+    may need them higher, above an own node of that Einsum's below them. So they take
+    every place among the temporal loops, but below a temporal loop over their own
+    variable (the tile they split) and in the template's order among themselves. The
+    node above the gap is above the fanout (the loops sit above the first node at or
+    below it), so its lowering stops at a spatial loop (the model's rule for a spatial
+    loop of another component)."""
     looped = [k for k in range(len(res.variables)) if mask >> k & 1]
     h = res.template.holders[j]
     lowered = lowers(h, ctx)
     rel = res.relevance.get(h.tensor, {}) if not h.virtual else {}
-    canon = canonical_order(h, looped, lambda k: rel[res.variables[k]])
+    n_vars = len(res.variables)
+    spread = tuple(n_vars + i for i in spatial)
+    canon = canonical_order(h, looped, lambda k: rel[res.variables[k]]) + spread
     out = [_Option(canon, True, ())]
-    if len(looped) < 2:
+    if len(canon) < 2:
         return out
     here, mids = sizes
     base = _passed(res, rel, canon) if lowered else ()
     bits0 = _bits(res, ctx, h, here, mids, base) if lowered else None
     for order in itertools.permutations(canon):
-        if order == canon:
+        if order == canon or not _spatial_order_ok(res, order, spread):
             continue
         passed = _passed(res, rel, order) if lowered else base
         if passed == base:
@@ -205,10 +226,27 @@ def lowers(h: Holder, ctx: GapContext) -> bool:
     return not (h.virtual or h.backing) and h.component in ctx.tracked
 
 
+def _spatial_order_ok(res: TemplateResult, order: tuple[int, ...], spread: tuple) -> bool:
+    """Spatial loops in the template's order, each below the temporal loop over its
+    variable (if the gap has one)."""
+    n_vars = len(res.variables)
+    if [k for k in order if k >= n_vars] != list(spread):
+        return False
+    at = {k: p for p, k in enumerate(order)}
+    for k in spread:
+        var = res.template.spatial[k - n_vars].var
+        v = res.variables.index(var)
+        if v in at and at[v] > at[k]:
+            return False
+    return True
+
+
 def _passed(res: TemplateResult, rel: dict[str, str], order: tuple[int, ...]) -> tuple:
-    """Loops (variable indices) a lowered reservation passes in ``order``."""
-    n = lowered_past([rel[res.variables[k]] for k in order])
-    return tuple(sorted(order[:n]))
+    """Temporal loops (variable indices) a lowered reservation passes in ``order``: a
+    spatial loop (an item past the variables) stops it."""
+    n_vars = len(res.variables)
+    kinds = ["irrelevant" if k >= n_vars else rel[res.variables[k]] for k in order]
+    return tuple(sorted(order[: lowered_past(kinds)]))
 
 
 def lowered_past(kinds: list[str]) -> int:
@@ -289,18 +327,21 @@ def _appended(res: TemplateResult, pieces: list[_Piece]) -> TemplateResult:
 
 
 def ordered_as_prefix(mapping: M.Mapping, tokens: tuple) -> M.Mapping:
-    """``mapping`` with its first temporal loops in the order of the prefix ``tokens``
-    (a permutation within gaps of the canonical order)."""
-    loops = [(t[1], t[2]) for t in tokens if t[0] == "loop" and not is_spatial(t)]
+    """``mapping`` with its first loops, temporal and spatial, in the order of the
+    prefix ``tokens`` (a permutation within gaps of the canonical order)."""
+    loops = [t for t in tokens if t[0] == "loop"]
     if len(loops) < 2:
         return mapping
     nodes = list(mapping.nodes)
-    k = 0
-    for p, node in enumerate(nodes):
-        if k == len(loops):
-            break
-        if isinstance(node, M.Temporal):
-            var, tile = loops[k]
+    at = [p for p, node in enumerate(nodes) if isinstance(node, (M.Temporal, M.Spatial))]
+    spread = {
+        (n.rank_variable, f"{n.component}.{n.name}"): n
+        for n in (nodes[p] for p in at[: len(loops)])
+        if isinstance(n, M.Spatial)
+    }
+    for p, (_, var, tile) in zip(at, loops, strict=False):
+        if is_spatial((_, var, tile)):
+            nodes[p] = spread[var, tile.where]
+        else:
             nodes[p] = M.Temporal(rank_variable=var, tile_shape=tile)
-            k += 1
     return M.Mapping(nodes=nodes)
