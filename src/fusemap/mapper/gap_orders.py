@@ -37,7 +37,7 @@ import numpy as np
 
 from ..spec import mapping as M
 from ..spec.errors import FusemapError
-from .prefix import PrefixInterner, is_spatial
+from .prefix import PrefixInterner, SpatialTile
 from .space import Holder
 from .template_result import TemplateResult
 
@@ -340,7 +340,7 @@ def ordered_as_prefix(mapping: M.Mapping, tokens: tuple) -> M.Mapping:
         if isinstance(n, M.Spatial)
     }
     for p, (_, var, tile) in zip(at, loops, strict=False):
-        if is_spatial((_, var, tile)):
+        if isinstance(tile, SpatialTile):
             nodes[p] = spread[var, tile.where]
         else:
             nodes[p] = M.Temporal(rank_variable=var, tile_shape=tile)

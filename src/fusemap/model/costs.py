@@ -145,8 +145,7 @@ def holders_above_their_spread(chain: Chain) -> list[str]:
     The model keeps such a node above the loop (it moves a spatial loop only down to the
     first holder at or below its fanout *below* it), so its traffic with its parent is
     counted once for every instance, as if they shared one copy, whatever ``may_reuse``
-    allows (the LoopTree oracle's trees so beat FFM's only with ``may_reuse: Nothing``). The
-    mapper never writes loops so; said once per (node, loop)."""
+    allows. The mapper never writes loops so; said once per (node, loop) and Einsum."""
     out = []
     above: list[HolderStep] = []
     for s in chain.steps:
