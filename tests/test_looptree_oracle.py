@@ -322,7 +322,7 @@ def test_trees_with_a_node_above_its_own_spread_only_bypass_may_reuse(seed, tmp_
     best = LoopTreeOracle(spec, spatial_under_holders=True).solve()
     for objective in ("energy", "latency", "edp"):
         r = map_workload(spec, objective).best.result
-        got = {"energy": r.energy, "latency": r.latency, "edp": r.energy * r.latency}[objective]
+        got = _value(r, objective)
         assert best[objective].value <= got * (1 + 1e-9)
         if best[objective].value < got * (1 - 1e-9):
             warned = evaluate_mapping(spec, best[objective].mapping).warnings
@@ -335,12 +335,18 @@ def test_ffm_equals_every_looptree(seed, tmp_path):
     _check(*_spec(seed, tmp_path))
 
 
+def _value(result, objective: str) -> float:
+    """A result's value of ``objective``."""
+    e, lat = result.energy, result.latency
+    return {"energy": e, "latency": lat, "edp": e * lat}[objective]
+
+
 def _check(spec, _shape, spatial_under_holders: bool = True) -> None:
     best = LoopTreeOracle(spec, spatial_under_holders=spatial_under_holders).solve()
     for objective in ("energy", "latency", "edp"):
         outcome = map_workload(spec, objective)
         r = outcome.best.result
-        got = {"energy": r.energy, "latency": r.latency, "edp": r.energy * r.latency}[objective]
+        got = _value(r, objective)
         assert got == pytest.approx(best[objective].value, rel=1e-9), (
             objective,
             got,
