@@ -61,7 +61,7 @@ def _orders(holders, top):
         yield [h for g in combo for h in g]
 
 
-def _spatial(info, flat):
+def _spatial(info, flat, spread_max):
     dims = []
     for lv, comp in enumerate(flat.path):
         for d in comp.spatial:
@@ -76,8 +76,11 @@ def _spatial(info, flat):
                 need = math.ceil(d.min_usage * d.fanout - 1e-9)
             options = []
             for trips in itertools.product(*[range(1, info.bounds[v] + 1) for v in ok_vars]):
-                if any(info.bounds[v] % n for v, n in zip(ok_vars, trips, strict=True)):
-                    continue
+                if any(
+                    info.bounds[v] % n and info.bounds[v] > spread_max
+                    for v, n in zip(ok_vars, trips, strict=True)
+                ):
+                    continue  # uneven spreads only where tiles may be imperfect
                 used = math.prod(trips)
                 if used <= d.fanout:
                     loops = [
@@ -94,12 +97,21 @@ def _spatial(info, flat):
         per_var = {}
         for *_, v, n in loops:
             per_var[v] = per_var.get(v, 1) * n
-        if all(info.bounds[v] % n == 0 for v, n in per_var.items()):
+        if all(info.bounds[v] % n == 0 or info.bounds[v] <= spread_max for v, n in per_var.items()):
             yield loops
 
 
+def _spreads(size, trips, first, imperfect):
+    """Tiles a spatial loop over ``trips`` instances may leave below ``size``: the first
+    loop of a variable that may be cut imperfectly takes any size needing ``trips``."""
+    if first and imperfect:
+        return [s for s in range(1, size + 1) if -(-size // s) == trips]
+    return [size // trips] if size % trips == 0 else []
+
+
 def _chains(bound, gaps, spatial_at, imperfect, last):
-    """Sizes after each gap's loop (before spatial loops), per gap, for one variable."""
+    """Per gap, for one variable: (size after the gap's temporal loop, tiles its spatial
+    loops leave)."""
     out = []
 
     def rec(j, size, looped, acc):
@@ -114,22 +126,27 @@ def _chains(bound, gaps, spatial_at, imperfect, last):
             else:
                 choices += [d for d in range(1, size) if size % d == 0]
         for c in choices:
-            after = c
-            ok = True
-            for n in spatial_at.get(j + 1, []):
-                if after % n:
-                    ok = False
-                    break
-                after //= n
-            if ok:
-                rec(j + 1, after, looped or c < size or after < c, acc + [c])
+            for tiles in _spread_all(c, spatial_at.get(j + 1, []), looped or c < size, imperfect):
+                after = tiles[-1] if tiles else c
+                rec(j + 1, after, looped or after < size, acc + [(c, tiles)])
 
     rec(0, bound, False, [])
     return out
 
 
-def mappings(spec: Spec, einsum: str, imperfect_max: int = 16):
-    """Every (mapping, compute unit) of the mapspace, as LoopTrees."""
+def _spread_all(size, trips_list, looped, imperfect):
+    """Every sequence of tiles a gap's spatial loops over one variable may leave."""
+    if not trips_list:
+        return [[]]
+    out = []
+    for s in _spreads(size, trips_list[0], not looped, imperfect):
+        out += [[s, *rest] for rest in _spread_all(s, trips_list[1:], True, imperfect)]
+    return out
+
+
+def mappings(spec: Spec, einsum: str, imperfect_max: int = 16, spread_max: int = 8):
+    """Every (mapping, compute unit) of the mapspace, as LoopTrees (``spread_max``: the
+    largest rank a spatial loop may spread unevenly, the mapper's ``spread_max_bound``)."""
     wl = resolve_workload(spec)
     ae = ArchEvaluator(spec, wl)
     info = wl.einsum(einsum)
@@ -141,7 +158,7 @@ def mappings(spec: Spec, einsum: str, imperfect_max: int = 16):
         for holders in _holder_lists(info, flat):
             for order in _orders(holders, top):
                 n = len(order)
-                for loops in _spatial(info, flat):
+                for loops in _spatial(info, flat, min(spread_max, imperfect_max)):
                     slot = {}
                     for comp, dname, lv, v, _trips in loops:
                         s = next((j for j, (_, hl) in enumerate(order) if hl >= lv), n)
@@ -156,7 +173,10 @@ def mappings(spec: Spec, einsum: str, imperfect_max: int = 16):
                             if var == v:
                                 spatial_at.setdefault(slot[(comp, dname, v)], []).append(trips)
                         gaps = {g for g in range(n) if g not in dead}
-                        imp = info.bounds[v] <= imperfect_max and v not in {x[3] for x in loops}
+                        spread = any(x[3] == v for x in loops)
+                        imp = info.bounds[v] <= (
+                            min(spread_max, imperfect_max) if spread else imperfect_max
+                        )
                         chains.append(_chains(info.bounds[v], gaps, spatial_at, imp, n - 1))
                     for combo in itertools.product(*chains):
                         yield _tree(info, order, loops, slot, combo, unit, kinds, flat), wl, ae
@@ -168,14 +188,16 @@ def _tree(info, order, loops, slot, combo, unit, kinds, flat):
     nodes = []
     for j, (t, lv) in enumerate(order):
         nodes.append(M.Storage(tensors=[t], component=flat.path[lv].name))
-        looped = [v for k, v in enumerate(variables) if combo[k][j] < size[v]]
+        looped = [v for k, v in enumerate(variables) if combo[k][j][0] < size[v]]
         looped.sort(key=lambda v: (kinds[info.relevance(t, v)], variables.index(v)))
         for v in looped:
-            size[v] = combo[variables.index(v)][j]
+            size[v] = combo[variables.index(v)][j][0]
             nodes.append(M.Temporal(rank_variable=v, tile_shape=size[v]))
-        for comp, dname, _, v, trips in loops:
+        used = {v: 0 for v in variables}
+        for comp, dname, _, v, _trips in loops:
             if slot[(comp, dname, v)] == j + 1:
-                size[v] //= trips
+                size[v] = combo[variables.index(v)][j][1][used[v]]
+                used[v] += 1
                 nodes.append(
                     M.Spatial(rank_variable=v, tile_shape=size[v], name=dname, component=comp)
                 )

@@ -113,12 +113,11 @@ def test_map_refuses_ranks_beyond_64_bits(tmp_path, monkeypatch, capsys) -> None
     assert "internal error" not in text and len(text.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize("key", ["imperfect_max_bound", "spread_max_bound"])
 @pytest.mark.parametrize("value", [10**9, -1])
-def test_imperfect_bound_is_bounded(tmp_path, monkeypatch, capsys, value: int) -> None:
+def test_imperfect_bound_is_bounded(tmp_path, monkeypatch, capsys, value: int, key: str) -> None:
     wl = tmp_path / "wl.yaml"
-    wl.write_text(
-        textwrap.dedent(WORKLOAD.format(M=64)) + f"mapper: {{imperfect_max_bound: {value}}}\n"
-    )
+    wl.write_text(textwrap.dedent(WORKLOAD.format(M=64)) + f"mapper: {{{key}: {value}}}\n")
     code, text = run_cli(["map", str(example_path("arch.yaml")), str(wl)], monkeypatch, capsys)
     assert code == 2, text
-    assert "wl.yaml:6: mapper.imperfect_max_bound: expected an integer from 0 to 1024" in text
+    assert f"wl.yaml:6: mapper.{key}: expected an integer from 0 to 1024" in text

@@ -279,25 +279,12 @@ def test_ffm_equals_every_looptree_sharing_copies(shape, seed, tmp_path):
     _check(*_spec(seed, tmp_path, shape))
 
 
-# The oracle's trees with spatial loops that FFM misses, by seed (values: FFM against the
-# oracle): an imperfect tile on a spatially mapped variable, which the mapper never
-# makes (its spatial loops divide their rank, and a variable with one has no imperfect
-# loop: docs/mapspace.md). Seeds 25, 28 and 31 missed until 2026-11-25: an Einsum's own
-# node between a shared spatial loop and a shared temporal loop below it (the other
-# user's prefix had the spatial loop last in the gap; gap_orders now moves it).
-FANOUT_MISSED: dict[int, str] = {
-    7: "m = 3 spread over the 2 instances as 2 + 1 (spatial tile 2, imperfect): EDP 30132 vs 23004",
-    34: "m = 3 cut 2 + 1 by a temporal loop, then spread over the 2 instances: energy 4359 vs "
-    "4254, latency 36 vs 27",
-}
-FANOUT_SEEDS = [
-    pytest.param(
-        seed, marks=pytest.mark.xfail(strict=True, reason=f"seed {seed}: FFM misses {why}")
-    )
-    if (why := FANOUT_MISSED.get(seed))
-    else seed
-    for seed in [*range(12), 25, 28, 31, 34]
-]
+# Seeds 25, 28 and 31 missed until 2026-11-25: an Einsum's own node between a shared
+# spatial loop and a shared temporal loop below it (the other user's prefix had the
+# spatial loop last in the gap; gap_orders now moves it). Seeds 7 and 34 missed until
+# 2026-11-26: uneven spreads (m = 3 over 2 instances as 2 + 1, directly or below a
+# temporal loop cutting 2 + 1; mapper/uneven.py).
+FANOUT_SEEDS = [*range(12), 25, 28, 31, 34]
 
 
 @pytest.mark.oracle

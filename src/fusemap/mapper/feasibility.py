@@ -17,9 +17,12 @@ from ..spec.resolve import EinsumInfo, WorkloadInfo
 from .space import compute_units, min_usage_fallbacks
 
 
-def check_einsum(info: EinsumInfo, workload: WorkloadInfo, arch: ArchEvaluator) -> list[str]:
+def check_einsum(
+    info: EinsumInfo, workload: WorkloadInfo, arch: ArchEvaluator, spread_bound: int = 0
+) -> list[str]:
     """Raise a :class:`FusemapError` naming what no mapping of ``info`` can meet; return
-    the notes the mapper should print (``min_usage`` fallbacks)."""
+    the notes the mapper should print (``min_usage`` fallbacks; ``spread_bound``: the
+    mapper's :attr:`~fusemap.mapper.space.MapperConfig.spread_bound`)."""
     units = compute_units(info, arch)
     if not units:
         raise FusemapError(
@@ -32,7 +35,7 @@ def check_einsum(info: EinsumInfo, workload: WorkloadInfo, arch: ArchEvaluator) 
         flat = arch.flat(info.name, unit)
         reason = _memory_floor(info, workload, flat)
         if reason is None:
-            notes += min_usage_fallbacks(info, flat)
+            notes += min_usage_fallbacks(info, flat, spread_bound)
             return notes
         reasons.append(reason)
     raise FusemapError(f"Einsum {info.name}: no valid mapping: {'; '.join(reasons)}")

@@ -150,7 +150,9 @@ def map_workload(
     rules = FusionRules.of(wl)
     order_list = _orders(wl, orders, max_orders, rules)
     stats.orders = len(order_list)
-    notes = [line for info in wl.einsums for line in check_einsum(info, wl, arch)]
+    notes = [
+        line for info in wl.einsums for line in check_einsum(info, wl, arch, config.spread_bound)
+    ]
     plan = fusion_plan(wl, order_list)
     one_loop = config.fused_loops_once and len(wl.einsums) > 1 and bool(plan.fusable)
     checks_full_space = one_loop and objective != "pareto"  # else said in a note

@@ -40,6 +40,7 @@ from .space import (
 from .suffix import FrontStore
 from .template_result import TemplateResult, renamed_result
 from .tiling import TemplateTiler
+from .uneven import spatial_tiles
 
 OBJECTIVES = ("energy", "latency", "edp")
 
@@ -224,19 +225,14 @@ def materialize(res: TemplateResult, row: int) -> M.Mapping:
             looped.sort(key=lambda k: (rank[relevance[holder.tensor][variables[k]]], k))
         for k in looped:
             nodes.append(M.Temporal(rank_variable=variables[k], tile_shape=int(mid[k])))
-        current = [int(x) for x in mid]
-        for s in t.spatial:
-            if s.slot == j + 1:
-                k = variables.index(s.var)
-                current[k] //= s.trips
-                nodes.append(
-                    M.Spatial(
-                        rank_variable=s.var,
-                        tile_shape=current[k],
-                        name=s.dimension,
-                        component=s.component,
-                    )
+        loops = [s for s in t.spatial if s.slot == j + 1]
+        below = trail[j + 1][0] if j + 1 < len(trail) else np.ones(len(variables), dtype=np.int64)
+        for s, tile in zip(loops, spatial_tiles(loops, variables, mid, below), strict=True):
+            nodes.append(
+                M.Spatial(
+                    rank_variable=s.var, tile_shape=tile, name=s.dimension, component=s.component
                 )
+            )
     nodes.append(M.Compute(einsum=t.einsum, component=t.compute))
     return M.Mapping(nodes=nodes)
 

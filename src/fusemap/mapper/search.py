@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import uneven_suffix
 from .stage import Stage
 from .suffix import FrontCache, FrontStore, SuffixSearch, stages_below_fused_node
 from .template_result import TemplateResult
@@ -66,8 +67,13 @@ def tile_templates(
         rest = []
         for i in group:  # fused templates whose suffix is searched bottom-up end here
             tiler = tilers[i]
+            below = None
             if tiler.p_max == j and SuffixSearch.applies(tiler):
-                more = stages_below_fused_node(tiler, stages[-1] if stages else None, fronts)
+                below = stages_below_fused_node
+            elif tiler.p_max == j and uneven_suffix.applies(tiler):
+                below = uneven_suffix.stages_below_fused_node
+            if below is not None:
+                more = below(tiler, stages[-1] if stages else None, fronts)
                 if counts is not None:
                     counts.stages += 1
                     counts.evaluated += more[0].evaluated

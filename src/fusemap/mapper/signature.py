@@ -96,6 +96,7 @@ def tiling_context(
         tuple(sorted(place[t] for t in pinned)),
         config.imperfect,
         config.imperfect_max_bound,
+        config.spread_max_bound,
         config.fusion,  # not fused_loops_once: the nodes below the deepest fused node
         objective,  # are searched alike with or without it (and with relaxed prefixes)
         prune,

@@ -15,7 +15,7 @@ from ..spec.resolve import resolve_workload
 from ..spec.spec import Spec
 from .feasibility import check_einsum
 from .pmappings import OBJECTIVES, PmappingTable, generate_pmappings
-from .space import check_bounds
+from .space import check_bounds, config_from_spec
 
 
 def best_pmapping(
@@ -31,7 +31,8 @@ def best_pmapping(
         raise FusemapError(f"unknown Einsum '{einsum}' (the workload has {', '.join(names)})")
     check_bounds(wl.einsum(einsum), spec.locate_einsum(wl.einsum(einsum).index))
     arch = ArchEvaluator(spec, wl)
-    notes = check_einsum(wl.einsum(einsum), wl, arch)  # before the search: fails fast
+    bound = config_from_spec(spec).spread_bound
+    notes = check_einsum(wl.einsum(einsum), wl, arch, bound)  # before the search: fails fast
     table = _with_progress(spec, einsum, objective, wl, arch)
     table.notes = notes
     if len(table) == 0:

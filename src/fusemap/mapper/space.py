@@ -15,9 +15,11 @@ the tests both produce, see ``docs/mapspace.md``):
   order lowers it the most.
 * At the end of the gap above the first storage node (or compute) at or below a fanout,
   that fanout's spatial loops.
-* Tile shapes shrink down the chain. The first loop over a rank variable may take any
-  size (imperfect factorization) when the variable has no spatial loop and its bound is
-  at most ``imperfect_max_bound``; every later loop divides the tile above it.
+* Tile shapes shrink down the chain. The first loop over a rank variable, temporal or
+  spatial, may take any size (imperfect factorization) when the variable's bound is at
+  most ``imperfect_max_bound``; every later loop divides the tile above it. A spatial
+  loop then spreads a rank over any number of instances up to its bound (3 over 2 as
+  2 + 1); above that bound its trips divide the rank.
 * No temporal loop between two backing storage nodes of unbounded memories (it cannot
   change any count).
 """
@@ -51,6 +53,25 @@ class MapperConfig:
     """Explore tile shapes that do not divide the rank (outermost loop of a variable)."""
     imperfect_max_bound: int = 16
     """Only for rank variables of at most this bound (the state space grows with it)."""
+
+    spread_max_bound: int = 8
+    """Spatial loops over rank variables of at most this bound (and at most
+    ``imperfect_max_bound``) may spread them unevenly (3 over 2 instances as 2 + 1), and
+    such a variable may have an imperfect loop above its spatial loop. Each such template
+    counts per row and searches its nodes below the fused ones once per start, not
+    through shared bottom-up fronts (``mapper/uneven.py``): the cost grows fast with
+    the bound (``docs/ffm.md``, "Not done yet")."""
+
+    @property
+    def imperfect_bound(self) -> int:
+        """Largest rank bound whose temporal tiles need not divide it."""
+        return self.imperfect_max_bound if self.imperfect else 0
+
+    @property
+    def spread_bound(self) -> int:
+        """Largest rank bound a spatial loop may spread unevenly."""
+        return min(self.imperfect_bound, self.spread_max_bound)
+
     fusion: bool = False
     """Let shared tensors be backed below the top memory (fusion); off for ``--einsum``."""
     fused_loops_once: bool = True
@@ -99,6 +120,7 @@ def config_from_spec(spec) -> MapperConfig:
     for key, kind in (
         ("imperfect", bool),
         ("imperfect_max_bound", int),
+        ("spread_max_bound", int),
         ("fused_loops_once", bool),
     ):
         if key in extra:
@@ -106,7 +128,7 @@ def config_from_spec(spec) -> MapperConfig:
             if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
                 want = "true or false" if kind is bool else "an integer"
                 raise FusemapError(f"expected {want}, got {value!r}", spec.locate("mapper", key))
-            if key == "imperfect_max_bound" and not 0 <= value <= MAX_IMPERFECT_BOUND:
+            if key.endswith("max_bound") and not 0 <= value <= MAX_IMPERFECT_BOUND:
                 raise FusemapError(
                     f"expected an integer from 0 to {MAX_IMPERFECT_BOUND} (every tile size "
                     f"up to the bound is a candidate), got {value!r}",
@@ -258,11 +280,12 @@ def holder_orders(holders: list[Holder], flat: FlatArch) -> list[tuple[Holder, .
 
 
 def _dim_options(
-    info: EinsumInfo, dim: SpatialInfo, comp_name: str
+    info: EinsumInfo, dim: SpatialInfo, comp_name: str, spread_bound: int = 0
 ) -> list[tuple[tuple[tuple[str, int], ...], int]]:
     """Every set of spatial loops one fanout dimension may carry, with the instances it
-    uses: ((var, trips), ...), each dividing its variable, within the fanout, obeying
-    ``reuse`` and ``loop_bounds``."""
+    uses: ((var, trips), ...), within the fanout, obeying ``reuse`` and ``loop_bounds``.
+    Trips divide their variable, or are any count up to it when its bound is at most
+    ``spread_bound`` (an uneven spread)."""
     tensors = set(info.tensors)
     allowed = []
     for v in info.rank_variables:
@@ -280,12 +303,20 @@ def _dim_options(
             return
         v = allowed[i]
         rec(i + 1, used, acc)
-        for trips in divisors(info.bounds[v]):
+        for trips in trip_counts(info.bounds[v], spread_bound):
             if 2 <= trips <= dim.fanout // used:
                 rec(i + 1, used * trips, acc + ((v, trips),))
 
     rec(0, 1, ())
     return options
+
+
+def trip_counts(bound: int, spread_bound: int) -> list[int]:
+    """Instances a spatial loop over a rank of ``bound`` may use: its divisors, or every
+    count up to it when the rank may be cut unevenly."""
+    if bound <= spread_bound:
+        return list(range(1, bound + 1))
+    return list(divisors(bound))
 
 
 def min_usage_need(info: EinsumInfo, dim: SpatialInfo) -> int:
@@ -296,26 +327,27 @@ def min_usage_need(info: EinsumInfo, dim: SpatialInfo) -> int:
 
 
 def _dim_assignments(
-    info: EinsumInfo, dim: SpatialInfo, comp_name: str
+    info: EinsumInfo, dim: SpatialInfo, comp_name: str, spread_bound: int
 ) -> list[tuple[tuple[str, int], ...]]:
     """Spatial loops one fanout dimension may carry: (var, trips) tuples reaching its
     ``min_usage``, or, when none can, those of the highest usage any reaches (the
     format's fallback)."""
-    options = _dim_options(info, dim, comp_name)
+    options = _dim_options(info, dim, comp_name, spread_bound)
     need = min_usage_need(info, dim)
     if not any(used >= need for _, used in options):
         need = max((used for _, used in options), default=1)
     return [acc for acc, used in options if used >= need]
 
 
-def min_usage_fallbacks(info: EinsumInfo, flat: FlatArch) -> list[str]:
+def min_usage_fallbacks(info: EinsumInfo, flat: FlatArch, spread_bound: int) -> list[str]:
     """One line per fanout dimension whose ``min_usage`` no spatial loop set reaches for
     ``info`` (the highest-usage mappings compete instead)."""
     out = []
     for comp in flat.path:
         for dim in comp.spatial:
             need = min_usage_need(info, dim)
-            best = max((used for _, used in _dim_options(info, dim, comp.name)), default=1)
+            options = _dim_options(info, dim, comp.name, spread_bound)
+            best = max((used for _, used in options), default=1)
             if best < need:
                 out.append(
                     f"Einsum {info.name}: {comp.name}.{dim.name} can use at most {best} of "
@@ -376,12 +408,16 @@ def _compare(x: float, op: str, value: float) -> bool:
     return ops[op]
 
 
-def spatial_choices(info: EinsumInfo, flat: FlatArch) -> list[tuple[SpatialLoop, ...]]:
-    """Every assignment of spatial loops to the fanouts on the path."""
+def spatial_choices(
+    info: EinsumInfo, flat: FlatArch, spread_bound: int = 0
+) -> list[tuple[SpatialLoop, ...]]:
+    """Every assignment of spatial loops to the fanouts on the path. Several loops over
+    one variable divide its bound together, unless it may be cut unevenly (then the
+    tiler keeps the tile shapes that give every loop its trips)."""
     dims = []
     for level, comp in enumerate(flat.path):
         for dim in comp.spatial:
-            opts = _dim_assignments(info, dim, comp.name)
+            opts = _dim_assignments(info, dim, comp.name, spread_bound)
             loops = [
                 tuple(SpatialLoop(comp.name, dim.name, level, v, n) for v, n in a) for a in opts
             ]
@@ -392,7 +428,9 @@ def spatial_choices(info: EinsumInfo, flat: FlatArch) -> list[tuple[SpatialLoop,
         per_var: dict[str, int] = {}
         for s in loops:
             per_var[s.var] = per_var.get(s.var, 1) * s.trips
-        if all(info.bounds[v] % n == 0 for v, n in per_var.items()):
+        if all(
+            info.bounds[v] % n == 0 or info.bounds[v] <= spread_bound for v, n in per_var.items()
+        ):
             out.append(loops)
     return out
 
@@ -463,7 +501,7 @@ def templates(
             )
         compute_level = len(flat.path) - 1
         backs = [backing] if backing else _backing_combos(info, flat, config.fusion, pinned)
-        spatial = spatial_choices(info, flat)
+        spatial = spatial_choices(info, flat, config.spread_bound)
         for b in backs:
             for hs in holder_sets(info, flat, b):
                 orders = [_with_root(o, flat) for o in holder_orders(hs, flat)]

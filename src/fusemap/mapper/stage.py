@@ -19,13 +19,14 @@ class Stage:
     valid: int
     seq: np.ndarray | None = None  # (R,) interned fused prefix so far (fusion only)
     depth: np.ndarray | None = None  # (R,) loops above the next node (fusion only)
+    state: np.ndarray | None = None  # (R, S) uneven spatial spreads (mapper/uneven.py)
 
     def take(self, keep: np.ndarray) -> Stage:
         """The ``keep`` rows (their trail to earlier stages unchanged)."""
         pick = lambda a: None if a is None else a[keep]  # noqa: E731
         return Stage(
             self.sizes[keep], self.crit[keep], self.mids[keep], self.parents[keep],
-            self.evaluated, self.valid, pick(self.seq), pick(self.depth),
+            self.evaluated, self.valid, pick(self.seq), pick(self.depth), pick(self.state),
         )  # fmt: skip
 
 

@@ -93,8 +93,8 @@ class SuffixSearch:
     @staticmethod
     def applies(tiler) -> bool:
         """Fused templates whose nodes below the deepest fused node cost separably."""
-        if tiler.p_max < 0 or not tiler.prune:
-            return False
+        if tiler.p_max < 0 or not tiler.prune or tiler.uneven is not None:
+            return False  # (uneven spreads: a node's costs depend on more than its tiles)
         for j in range(tiler.p_max, len(tiler.t.holders)):
             h = tiler.t.holders[j]
             lowered = not h.backing and h.component in tiler.res_cols

@@ -194,11 +194,11 @@ def _arch_facts(flat: FlatArch, compute: str, memo: dict | None) -> tuple[dict, 
 
 
 # ---------------------------------------------------------------- vectorized bases
-def _entries(bound: int, s: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+def _entries(bound, s: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
     """Tile distribution entries (size, count) of a variable whose tile is ``s``."""
     main = (s, bound // s)
     rem = bound % s
-    if not rem.any():
+    if not np.any(rem):
         return [main]
     return [main, (rem, (rem > 0).astype(np.int64))]
 
@@ -217,32 +217,40 @@ def tile_values(terms: list[list[tuple[str, int]]], sizes: dict[str, np.ndarray]
     return np.asarray(1.0 if total is None else total, dtype=np.float64)
 
 
-def fill_basis(info: EinsumInfo, tensor: str, sizes: dict[str, np.ndarray]) -> np.ndarray:
-    """Values delivered into all tiles of ``tensor`` (``fill_count``), per row."""
+def fill_basis(
+    info: EinsumInfo, tensor: str, sizes: dict[str, np.ndarray], bounds: dict | None = None
+) -> np.ndarray:
+    """Values delivered into all tiles of ``tensor`` (``fill_count``), per row.
+    ``bounds``: per variable, the (virtual, per-row) bound its tiles cut (default: the
+    rank's; see :mod:`fusemap.mapper.uneven`)."""
+    bounds = info.bounds if bounds is None else bounds
     terms = projection_terms(info, tensor)
     used = [v for v in info.rank_variables if any(v == x for r in terms for x, _ in r)]
-    total = _sum_over_entries(info, terms, used, sizes, {})
+    total = _sum_over_entries(bounds, terms, used, sizes, {})
     for v in info.rank_variables:
         if v not in used:
             s = sizes[v]
-            total = total * (info.bounds[v] // s + (info.bounds[v] % s > 0))
+            total = total * (bounds[v] // s + (bounds[v] % s > 0))
     return total
 
 
-def first_basis(info: EinsumInfo, tensor: str, sizes: dict[str, np.ndarray]) -> np.ndarray:
+def first_basis(
+    info: EinsumInfo, tensor: str, sizes: dict[str, np.ndarray], bounds: dict | None = None
+) -> np.ndarray:
     """Values of the distinct tiles of ``tensor`` (``first_visit_count``), per row."""
+    bounds = info.bounds if bounds is None else bounds
     terms = projection_terms(info, tensor)
     used = [v for v in info.rank_variables if any(v == x for r in terms for x, _ in r)]
     relevant = [v for v in used if info.relevance(tensor, v) == "relevant"]
     fixed = {v: sizes[v] for v in used if v not in relevant}
-    return _sum_over_entries(info, terms, relevant, sizes, fixed)
+    return _sum_over_entries(bounds, terms, relevant, sizes, fixed)
 
 
-def _sum_over_entries(info, terms, variables, sizes, fixed) -> np.ndarray:
+def _sum_over_entries(bounds, terms, variables, sizes, fixed) -> np.ndarray:
     combos: list[tuple[dict[str, np.ndarray], np.ndarray | float]] = [(dict(fixed), 1.0)]
     for v in variables:
         nxt = []
-        for size, count in _entries(info.bounds[v], sizes[v]):
+        for size, count in _entries(bounds[v], sizes[v]):
             for chosen, weight in combos:
                 d = dict(chosen)
                 d[v] = size

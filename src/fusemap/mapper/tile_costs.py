@@ -87,8 +87,8 @@ class NodeCosts:
         crit = np.zeros((1, self.width))
         ones = {v: np.ones(1, dtype=np.int64) for v in self.vars}
         for node in self.nodes:
-            if node.position == len(self.t.holders):
-                self._node_costs(node, ones, crit)
+            if node.position == len(self.t.holders) and self.uneven is None:
+                self._node_costs(node, ones, crit)  # else per row (TemplateTiler._leaf_rows)
         comp = self.comp[self.t.compute]
         if not self.info.is_copy:
             ops = float(self.info.operations)

@@ -11,6 +11,10 @@ from ..spec.arch_eval import ComponentInfo
 from .stage import Stage
 from .template_result import TemplateResult
 
+OPS_COLUMN = "calls:@operations"
+"""Criteria column of a template with uneven spatial loops: compute operations of its
+busiest instance (otherwise a constant of the template)."""
+
 
 def finish_objectives(self, crit: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Energy and latency of complete tile shapes (the model's latency rule)."""
@@ -28,11 +32,15 @@ def finish_objectives(self, crit: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def _component_latency(self, comp: ComponentInfo, crit: np.ndarray, rows: int) -> np.ndarray:
     names = self.layout.names
     if comp.kind == "compute":
+        actions = operator_actions(self.info, comp) if comp.name == self.t.compute else {}
+        if actions and OPS_COLUMN in names:  # operations per instance per row (uneven)
+            ops = crit[:, [names.index(OPS_COLUMN)]]
+            return _latency_per_calls(self, comp, ops * np.array([list(actions.values())]),
+                                      list(actions))  # fmt: skip
         calls = {a: 0.0 for a in comp.actions}
-        if comp.name == self.t.compute:
-            ops = _ops_per_instance(self)
-            for action, n in operator_actions(self.info, comp).items():
-                calls[action] = ops * n
+        ops = _ops_per_instance(self)
+        for action, n in actions.items():
+            calls[action] = ops * n
         return np.full(rows, component_latency(comp, calls) * self.scale)
     if comp.node.total_latency is None:
         col = "lat:" + comp.name
@@ -44,16 +52,23 @@ def _component_latency(self, comp: ComponentInfo, crit: np.ndarray, rows: int) -
         for a in comp.actions
         if f"calls:{comp.name}:{a}" in names
     ]
-    # The latency expression once per distinct call count (shared by the Einsum's tilers).
-    uniq, inverse = np.unique(crit[:, [c for _, c in cols]], axis=0, return_inverse=True)
-    cache = self.memo.setdefault(("latency", comp.name), {})
+    return _latency_per_calls(self, comp, crit[:, [c for _, c in cols]], [a for a, _ in cols])
+
+
+def _latency_per_calls(
+    self, comp: ComponentInfo, calls: np.ndarray, actions: list[str]
+) -> np.ndarray:
+    """The component's latency expression per row of ``calls`` (rows, actions), once per
+    distinct row (cached for the Einsum's tilers)."""
+    uniq, inverse = np.unique(calls, axis=0, return_inverse=True)
+    cache = self.memo.setdefault(("latency", comp.name, tuple(actions)), {})
     values = np.empty(len(uniq))
     for i, row in enumerate(uniq.tolist()):
         key = tuple(row)
         if key not in cache:
-            calls = {a: 0.0 for a in comp.actions}
-            calls.update(zip((a for a, _ in cols), row, strict=True))
-            cache[key] = component_latency(comp, calls)
+            given = {a: 0.0 for a in comp.actions}
+            given.update(zip(actions, row, strict=True))
+            cache[key] = component_latency(comp, given)
         values[i] = cache[key] * self.scale
     return values[inverse.ravel()]
 

@@ -36,7 +36,8 @@ from .stage import Layout, Stage
 from .template_result import TemplateResult
 from .terms import memoized, node_terms, reservation_sizes, tile_values
 from .tile_costs import NodeCosts
-from .tile_latency import finish_template
+from .tile_latency import OPS_COLUMN, finish_template
+from .uneven import UnevenCounts, spatial_tiles
 
 MAX_DENSE_LOOKUP = 1 << 16
 """Up to this bound, tile size -> candidate index is a table; above it, a binary search
@@ -127,15 +128,18 @@ class TemplateTiler(NodeCosts):
         self.options: list[tuple[np.ndarray, np.ndarray]] = []
         for v in self.vars:
             n = info.bounds[v]
-            imperfect = (
-                config.imperfect and v not in spatial_vars and n <= config.imperfect_max_bound
-            )
+            spread = v in spatial_vars
+            imperfect = n <= (config.spread_bound if spread else config.imperfect_bound)
             self.imperfect.append(imperfect)
             c, options, lookup = _tile_tables(n, imperfect)
             self.cands.append(c)
             self.options.append(options)
             self.index_of.append(lookup)
-        self.nodes = node_terms(template, info, flat, self.memo)
+        self.imperfect_spread = any(
+            self.imperfect[self.vars.index(s.var)] for s in template.spatial
+        )
+        # Count terms (a constant per node; with uneven spreads, counts per row instead).
+        self.nodes = [] if self.imperfect_spread else node_terms(template, info, flat, self.memo)
         self.terms = self._memoized(
             ("projections",), lambda: {x: projection_terms(info, x) for x in info.tensors}
         )
@@ -154,6 +158,10 @@ class TemplateTiler(NodeCosts):
             if c.kind in ("memory", "toll"):
                 for a in c.actions:
                     self._latency_column(c, a)
+        # A spatial loop over a variable that may be cut unevenly: per-row counts.
+        self.uneven = UnevenCounts(self) if self.imperfect_spread else None
+        if self.uneven is not None:
+            self.layout.add(OPS_COLUMN)
         used = self._used()
         self.leak = self._memoized(
             ("leak", template.compute, tuple(sorted(used.items()))),
@@ -283,6 +291,7 @@ class TemplateTiler(NodeCosts):
             tuple(sorted(b for b in t.blocked if b[0] <= j + 1)),
             tuple(sorted(self.res_cols)),
             tuple(self.imperfect),
+            self.uneven is not None,  # its rows carry state, and one more column
             tuple(self.pareto_cols),
             self.reservations_are_objectives,
             tuple(self.fused_pos),
@@ -310,6 +319,7 @@ class TemplateTiler(NodeCosts):
         """
         t = self.t
         sizes, crit, seq, depth = self.rows_above(prev)
+        state = self._state_above(prev, len(sizes))
         holder = t.holders[j]
         tracked = holder.component in self.res_cols
         # A fused node; or an own node among the fused loops, marked until the loop
@@ -325,9 +335,13 @@ class TemplateTiler(NodeCosts):
         # Traffic of this node depends only on the sizes at the node: cost it first.
         cost = crit.copy()
         top = {v: sizes[:, k] for k, v in enumerate(self.vars)}
-        for node in self.nodes:
-            if node.position == j:
-                self._node_costs(node, top, cost)
+        if self.uneven is not None:
+            state = self.uneven.node_costs(j, top, state, cost)
+        else:
+            for node in self.nodes:
+                if node.position == j:
+                    self._node_costs(node, top, cost)
+        state_ids = None if self.uneven is None else self.uneven.ids(state)
         if tracked and holder.backing:
             self._add_reservation(j, holder, top, top, cost, depth)
         lowered = tracked and not holder.backing
@@ -353,24 +367,20 @@ class TemplateTiler(NodeCosts):
                 cur, origin, cost = cur[once], origin[once], cost[once]
             evaluated += len(cur)
             cols = list(range(len(self.vars))) if in_prefix else keep_here
-            ids = seq[origin] if self.fusion else None
+            ids = self._ids(seq[origin] if self.fusion else None, state_ids, origin)
             key = self._group(cur, sizes[origin] if cols else None, cols, ids)
             keep = self._prune(key, self._pruning_view(j if lowered else j + 1, cur, cost))
             cur, origin, cost = cur[keep], origin[keep], cost[keep]
-        mids = cur
-        below = mids.copy()
-        ok = np.ones(len(below), dtype=bool)
-        for s in t.spatial:
-            if s.slot == j + 1:
-                k = self.vars.index(s.var)
-                ok &= below[:, k] % s.trips == 0
-                below[:, k] //= s.trips
+        mids, below, ok, origin, cost, state = self._spread(j, cur, origin, cost, state)
         if j == len(t.holders) - 1:
             ok &= (below == 1).all(axis=1)
         spatial_here = sum(s.slot == j + 1 for s in t.spatial)
         if (j + 1) in self.fused_pos and not self._may_touch(j) and not spatial_here:
             ok &= (mids < sizes[origin]).any(axis=1)  # a fused node opens its gap
         mids, origin, below, cost = mids[ok], origin[ok], below[ok], cost[ok]
+        state = None if state is None else state[ok]
+        if self.uneven is not None and j == len(t.holders) - 1:
+            self._leaf_rows(state, cost)
         if lowered:
             here = sizes[origin]
             h_sizes = {v: here[:, k] for k, v in enumerate(self.vars)}
@@ -381,17 +391,75 @@ class TemplateTiler(NodeCosts):
         for c in self.res_cols:
             fits &= self._memory_total(cost, c) <= self.capacity[c] * (1 + 1e-9)
         mids, origin, below, cost = mids[fits], origin[fits], below[fits], cost[fits]
+        state = None if state is None else state[fits]
         new_seq, new_depth = seq[origin], depth[origin]
         if self.fusion:
             new_depth = new_depth + (mids < sizes[origin]).sum(axis=1) + spatial_here
             if in_prefix:
-                new_seq = self._gap_tokens(j, new_seq, sizes[origin], mids)
-        key = self._group(below, ids=new_seq if self.fusion else None)
+                new_seq = self._gap_tokens(j, new_seq, sizes[origin], mids, below)
+        ids = None if state is None else self.uneven.ids(state)
+        key = self._group(below, ids=self._ids(new_seq if self.fusion else None, ids))
         keep = self._prune(key, self._pruning_view(j + 1, below, cost))
         return Stage(
             below[keep], cost[keep], mids[keep], origin[keep], max(evaluated, len(sizes)),
             int(fits.sum()), new_seq[keep], new_depth[keep],
+            None if state is None else state[keep],
         )  # fmt: skip
+
+    def _state_above(self, prev: Stage | None, rows: int) -> np.ndarray | None:
+        """The uneven-spread state of the rows entering the next node (None: no such
+        spatial loop in the template)."""
+        if self.uneven is None:
+            return None
+        if prev is None or prev.state is None:
+            return self.uneven.initial(rows)
+        return self.uneven.fit(prev.state)
+
+    @staticmethod
+    def _ids(seq: np.ndarray | None, state_ids: np.ndarray | None, origin=None):
+        """Fused prefix ids and state ids (of ``origin`` rows), as one id per row."""
+        if state_ids is None:
+            return seq
+        ids = state_ids if origin is None else state_ids[origin]
+        if seq is None or not len(ids):
+            return ids
+        return seq * (int(ids.max()) + 1) + ids
+
+    def _spread(self, j: int, mids: np.ndarray, origin, cost, state):
+        """The spatial loops above node ``j + 1``: (mids, tiles below them, valid,
+        origin, cost, state) of the rows they leave."""
+        if self.uneven is None:
+            below = mids.copy()
+            ok = np.ones(len(below), dtype=bool)
+            for s in self.t.spatial:
+                if s.slot == j + 1:
+                    k = self.vars.index(s.var)
+                    ok &= below[:, k] % s.trips == 0
+                    below[:, k] //= s.trips
+            return mids, below, ok, origin, cost, state
+        assert state is not None
+        rep, below, cols = self.uneven.spread(j, mids)
+        mids, origin, cost = mids[rep], origin[rep], cost[rep]
+        state = state[origin]
+        base = self.uneven.base
+        for i, s in enumerate(self.t.spatial):
+            if s.slot == j + 1:
+                state[:, base + 2 * i : base + 2 * i + 2] = cols[:, base + 2 * i : base + 2 * i + 2]
+        return mids, below, np.ones(len(below), dtype=bool), origin, cost, state
+
+    def _leaf_rows(self, state: np.ndarray, cost: np.ndarray) -> None:
+        """Uneven spatial loops: the compute leaf's traffic and operations per instance,
+        per row (the constant part is :meth:`leaf_costs`), once per distinct state."""
+        assert self.uneven is not None
+        ids = self.uneven.ids(state)
+        _, first, inverse = np.unique(ids, return_index=True, return_inverse=True)
+        leaf = np.zeros((len(first), cost.shape[1]))
+        ones = {v: np.ones(len(first), dtype=np.int64) for v in self.vars}
+        self.uneven.node_costs(len(self.t.holders), ones, state[first], leaf)
+        leaf[:, self.layout.names.index(OPS_COLUMN)] += self.uneven.operations_per_instance(
+            state[first]
+        )
+        cost += leaf[inverse.ravel()]
 
     def rows_above(self, prev: Stage | None):
         """(sizes, criteria, fused prefix, depth) of the rows entering the next node:
@@ -426,7 +494,9 @@ class TemplateTiler(NodeCosts):
             n = n + looped[:, part].any(axis=1)
         return n
 
-    def _gap_tokens(self, j: int, seq: np.ndarray, here: np.ndarray, mids: np.ndarray):
+    def _gap_tokens(
+        self, j: int, seq: np.ndarray, here: np.ndarray, mids: np.ndarray, below: np.ndarray
+    ):
         """Append gap ``j``'s loops, in the canonical order, to the fused prefixes."""
         if self.relaxed:
             return np.zeros(len(seq), dtype=np.int64)  # prefixes forgotten
@@ -435,7 +505,7 @@ class TemplateTiler(NodeCosts):
             holder, list(range(len(self.vars))),
             lambda k: self.info.relevance(holder.tensor, self.vars[k]),
         )  # fmt: skip
-        pairs = np.concatenate([here, mids], axis=1)
+        pairs = np.concatenate([here, mids, below], axis=1)
         uniq, inverse = np.unique(pairs, axis=0, return_inverse=True)
         n = len(self.vars)
         tokens = [
@@ -443,21 +513,22 @@ class TemplateTiler(NodeCosts):
             for u in uniq
         ]
         if any(s.slot == j + 1 for s in self.t.spatial):
-            tokens = [x + self._spatial_tokens(j, u[n:]) for x, u in zip(tokens, uniq, strict=True)]
+            tokens = [
+                x + self._spatial_tokens(j, u[n : 2 * n], u[2 * n :])
+                for x, u in zip(tokens, uniq, strict=True)
+            ]
         return self.interner.extend(seq, tokens, inverse.ravel())
 
-    def _spatial_tokens(self, j: int, mids: np.ndarray) -> tuple:
+    def _spatial_tokens(self, j: int, mids: np.ndarray, below: np.ndarray) -> tuple:
         """The spatial loops at the end of gap ``j`` (above node ``j + 1``), in the
         order :func:`~fusemap.mapper.pmappings.materialize` writes them, each with the
         tile it leaves."""
-        out = []
-        tile = [int(x) for x in mids]
-        for s in self.t.spatial:
-            if s.slot == j + 1:
-                k = self.vars.index(s.var)
-                tile[k] //= s.trips
-                out.append(("loop", s.var, SpatialTile.on(tile[k], s.component, s.dimension)))
-        return tuple(out)
+        loops = [s for s in self.t.spatial if s.slot == j + 1]
+        tiles = spatial_tiles(loops, self.vars, mids, below)
+        return tuple(
+            ("loop", s.var, SpatialTile.on(tile, s.component, s.dimension))
+            for s, tile in zip(loops, tiles, strict=True)
+        )
 
     def _memory_total(self, cost: np.ndarray, memory: str) -> np.ndarray:
         total = cost[:, self.res_cols[memory]].copy()

@@ -1,0 +1,291 @@
+"""Counts of templates whose spatial loops may spread a rank unevenly (3 over 2: 2 + 1).
+
+For totals the model counts every real tile, so a node's counts still depend only on the
+tile shape at the node. Per instance (latency) and under a multicast or a reduction, a
+spatial loop keeps *one* tile per parent tile (``model/reuse.py``, ``split``). Below the
+first loop over a variable (which may take any size) every loop divides the tile above,
+so in that view a variable still has ``B // s`` tiles of its tile ``s`` and one of
+``B % s``, for a *virtual bound* ``B``: the rank's bound, cut by each such spatial loop
+above the point from ``B`` to ``(B // S) * s + min(s, B % S)`` (``S`` the tile above the
+loop, ``s`` the one below). With even spreads that is ``B / trips``, the constant the
+coefficients of :mod:`fusemap.mapper.terms` divide by; with uneven ones it depends on the
+row's tiles around its spatial loops, so those are carried as *state* columns of the
+rows, with, per output tensor, the product of the multicast ratios of its holders above
+(each starts its own partial sums). The counts follow ``count_tensor`` term by term.
+"""
+
+from __future__ import annotations
+
+import itertools
+from functools import lru_cache
+
+import numpy as np
+
+from .space import SpatialLoop
+from .terms import fill_basis, first_basis
+
+Mode = tuple[int, ...]
+"""Spatial loops (indices into the template's) counted one tile per parent tile."""
+
+
+def spread_tiles(bound: int, tile: int, trips: int) -> list[int]:
+    """Tiles a spatial loop over ``trips`` instances may leave below ``tile``: its even
+    share, or, when ``tile`` is the whole rank (the variable's first loop, which may take
+    any size), every size that needs exactly ``trips`` instances."""
+    if tile == bound:
+        return [s for s in range(1, bound + 1) if -(-bound // s) == trips]
+    return [tile // trips] if tile % trips == 0 else []
+
+
+@lru_cache(maxsize=256)
+def _spread_table(bound: int, trips: int) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`spread_tiles` of every tile up to ``bound``, as CSR (offsets, values)."""
+    lists = [spread_tiles(bound, tile, trips) if tile else [] for tile in range(bound + 1)]
+    offsets = np.cumsum([0] + [len(x) for x in lists]).astype(np.int64)
+    values = np.array([x for o in lists for x in o], dtype=np.int64)
+    return offsets, values
+
+
+def spatial_tiles(loops: list[SpatialLoop], variables: list[str], mid, below) -> list[int]:
+    """The tile each of one slot's spatial ``loops`` leaves, given the tiles above them
+    (``mid``) and below them all (``below``): only a variable's first loop may cut
+    unevenly, so each other loop's tile is the next one's times its trips."""
+    out = [0] * len(loops)
+    tile = {v: int(below[k]) for k, v in enumerate(variables)}
+    for i in range(len(loops) - 1, -1, -1):
+        out[i] = tile[loops[i].var]
+        tile[loops[i].var] *= loops[i].trips
+    return out
+
+
+def virtual_bound(bound, above, below):
+    """The bound a variable's tiles cut, counted one tile per parent tile, below a spatial
+    loop from tile ``above`` to tile ``below`` when it was ``bound`` above the loop."""
+    return (bound // above) * below + np.minimum(below, bound % above)
+
+
+class UnevenCounts:
+    """Per-row counts of one template's nodes, with the state the rows carry."""
+
+    def __init__(self, tiler) -> None:
+        t, info, flat = tiler.t, tiler.info, tiler.flat
+        self.tiler = tiler
+        self.loops = list(t.spatial)
+        self.n = len(t.holders)
+        level = {c.name: i for i, c in enumerate(flat.path)}
+        self.may_reuse = {(c.name, d.name): d.may_reuse for c in flat for d in c.spatial}
+        self.skip = {c.name: c.skip_initial_output_write for c in flat}
+        # State columns: per output and per view (0: totals; 1 + level: per instance of
+        # a component at that level), the product of the multicast ratios above; then
+        # per spatial loop its tiles above and below. Templates that agree down to a
+        # node have the same columns up to their spatial loops there (they share stages;
+        # a stage's state is cut or padded to a template's width, see :meth:`fit`).
+        self.views: list[Mode] = [()] + [
+            tuple(i for i, s in enumerate(self.loops) if s.level <= lv)
+            for lv in range(len(flat.path))
+        ]
+        self.view_of = {c.name: 1 + level[c.name] for c in flat.path}
+        outputs = [x for x in info.tensors if x in info.outputs]
+        pairs = itertools.product(outputs, range(len(self.views)))
+        self.above_col = {pair: i for i, pair in enumerate(pairs)}
+        self.base = len(self.above_col)
+        self.width = self.base + 2 * len(self.loops)
+        self.holders: dict[int, list[tuple[str, int, tuple, tuple]]] = {}
+        for x in info.tensors:
+            chain = tuple(j for j, h in enumerate(t.holders) if h.tensor == x) + (self.n,)
+            comps = tuple(t.holders[j].component for j in chain[:-1]) + (t.compute,)
+            for k in range(1, len(chain)):
+                self.holders.setdefault(chain[k], []).append((x, k, chain, comps))
+
+    # ------------------------------------------------------------ state
+    def initial(self, rows: int) -> np.ndarray:
+        """State of rows above every node: no spatial loop yet, every product 1."""
+        state = np.zeros((rows, self.width))
+        state[:, : self.base] = 1.0
+        return state
+
+    def fit(self, state: np.ndarray) -> np.ndarray:
+        """A shared stage's state in this template's width (the columns of spatial loops
+        not reached yet are 0 in every template)."""
+        if state.shape[1] >= self.width:
+            return state[:, : self.width]
+        return np.concatenate([state, np.zeros((len(state), self.width - state.shape[1]))], 1)
+
+    def spread(self, j: int, mids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The spatial loops above node ``j + 1``: (row of ``mids`` each result row comes
+        from, tiles below them, (rows, 2 * loops) columns: tile above, tile below)."""
+        rep = np.arange(len(mids), dtype=np.int64)
+        below = mids.copy()
+        cols = np.zeros((len(mids), self.width), dtype=np.int64)
+        variables, bounds = self.tiler.vars, self.tiler.bounds
+        for i, s in enumerate(self.loops):
+            if s.slot != j + 1:
+                continue
+            k = variables.index(s.var)
+            offsets, values = _spread_table(int(bounds[k]), s.trips)
+            start, stop = offsets[below[:, k]], offsets[below[:, k] + 1]
+            count = stop - start
+            pick = np.repeat(np.arange(len(below)), count)
+            within = np.arange(len(pick)) - np.repeat(np.cumsum(count) - count, count)
+            tiles = values[np.repeat(start, count) + within]
+            rep, below, cols = rep[pick], below[pick], cols[pick]
+            cols[:, self.base + 2 * i] = below[:, k]
+            cols[:, self.base + 2 * i + 1] = tiles
+            below[:, k] = tiles
+        return rep, below, cols
+
+    def ids(self, state: np.ndarray) -> np.ndarray:
+        """One integer per distinct state (rows with equal tiles but other states face
+        other futures): mixed radix over the columns that vary (tiles directly, products
+        renumbered), renumbered when the radix would overflow."""
+        key = np.zeros(len(state), dtype=np.int64)
+        radix = 1
+        for c in range(state.shape[1]):
+            col = state[:, c]
+            if not len(col) or col.min() == col.max():
+                continue
+            if c >= self.base:
+                values, n = col.astype(np.int64), int(self.tiler.bounds.max()) + 1
+            else:
+                _, inverse = np.unique(col, return_inverse=True)
+                values = inverse.ravel().astype(np.int64)
+                n = int(values.max()) + 1
+            if radix * n >= 2**62:
+                _, inverse = np.unique(key, return_inverse=True)
+                key = inverse.ravel().astype(np.int64)
+                radix = int(key.max()) + 1
+            key = key * n + values
+            radix *= n
+        return key
+
+    # ------------------------------------------------------------ virtual bounds
+    def _cut(self, i: int, bound, state: np.ndarray):
+        return virtual_bound(bound, *self._tiles(i, state))
+
+    def _tiles(self, i: int, state: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Tiles above and below spatial loop ``i``, per row."""
+        col = self.base + 2 * i
+        return state[:, col].astype(np.int64), state[:, col + 1].astype(np.int64)
+
+    def bounds(self, mode: Mode, position: int, state: np.ndarray) -> dict:
+        """Per variable, the virtual bound at a node's ``position`` in ``mode``."""
+        out: dict = {v: int(b) for v, b in zip(self.tiler.vars, self.tiler.bounds, strict=True)}
+        for i, s in enumerate(self.loops):
+            if s.slot <= position and i in mode:
+                out[s.var] = self._cut(i, out[s.var], state)
+        return out
+
+    def _starts(self, mode: Mode, position: int, tensor: str, shared: set, state) -> np.ndarray:
+        """Instances of the spatial loops above ``position`` that start their own partial
+        sums of ``tensor`` (the model's ``_partial_sum_starts``)."""
+        info = self.tiler.info
+        out = np.ones(len(state))
+        bound: dict = {v: int(b) for v, b in zip(self.tiler.vars, self.tiler.bounds, strict=True)}
+        for i, s in enumerate(self.loops):
+            if s.slot > position:
+                continue
+            if i not in mode and i not in shared and info.relevance(tensor, s.var) != "relevant":
+                big, small = self._tiles(i, state)
+                b = bound[s.var] + np.zeros(len(state), dtype=np.int64)
+                out = out * np.where(b >= big, s.trips, -(-b // small))
+            if i in mode:
+                bound[s.var] = self._cut(i, bound[s.var], state)
+        return out
+
+    def _multicast(self, tensor: str, chain: tuple, k: int) -> set[int]:
+        info = self.tiler.info
+        return {
+            i
+            for i, s in enumerate(self.loops)
+            if chain[k - 1] < s.slot <= chain[k]
+            and info.relevance(tensor, s.var) == "irrelevant"
+            and tensor in self.may_reuse.get((s.component, s.dimension), frozenset())
+        }
+
+    # ------------------------------------------------------------ counts
+    def node_costs(self, position: int, sizes: dict, state: np.ndarray, crit: np.ndarray):
+        """Add the counts of the nodes at ``position`` to ``crit``; the state with the
+        multicast ratios of those nodes multiplied in (rows as given)."""
+        out = state.copy()
+        for tensor, k, chain, comps in self.holders.get(position, []):
+            self._holder_costs(tensor, k, chain, comps, sizes, state, out, crit)
+        return out
+
+    def _holder_costs(self, tensor, k, chain, comps, sizes, state, out, crit) -> None:
+        info = self.tiler.info
+        is_output = tensor in info.outputs
+        is_compute = k == len(chain) - 1
+        copy_output = info.is_copy and is_output
+        multicast = self._multicast(tensor, chain, k)
+        shared = set().union(*(self._multicast(tensor, chain, kk) for kk in range(1, len(chain))))
+        sk = is_output and self.skip.get(comps[k], True) and not (is_compute and copy_output)
+        served = sk and self.skip.get(comps[k - 1], True)
+        above = {i for i, s in enumerate(self.loops) if s.slot <= chain[k]}
+        fills: dict[Mode, np.ndarray] = {}
+
+        def fill(mode: Mode) -> np.ndarray:
+            mode = tuple(sorted(above.intersection(mode)))  # views that agree here: once
+            if mode not in fills:
+                fills[mode] = fill_basis(info, tensor, sizes, self.bounds(mode, chain[k], state))
+            return fills[mode]
+
+        def counts(view: int) -> tuple:
+            """(amount sent, own fills / amount, first visits) in a view."""
+            mode = self.views[view]
+            own = fill(mode)
+            amount = fill(tuple(set(mode) | multicast)) if multicast - set(mode) else own
+            first = 0.0 * own
+            if is_output:
+                first = first_basis(info, tensor, sizes, self.bounds(mode, chain[k], state))
+                first = first * state[:, self.above_col[tensor, view]]
+                first = first * self._starts(mode, chain[k], tensor, shared, state)
+            return amount, own / amount, first
+
+        for comp, role in ((comps[k], "own"), (comps[k - 1], "parent")):
+            if role == "own" and is_compute:
+                continue
+            pair = [counts(0), counts(self.view_of[comp])]
+            for action in ("read", "write"):
+                values = []
+                for amount, ratio, first in pair:
+                    sent = 0.0 * amount if (is_compute and copy_output) else amount
+                    back = amount if is_output else 0.0 * amount
+                    skipped = first if sk else 0.0 * first
+                    if role == "own" and action == "write":
+                        values.append((sent - skipped) * ratio)
+                    elif role == "own":
+                        values.append(back * ratio)
+                    elif action == "write":
+                        values.append(back)
+                    else:
+                        values.append(sent - (first if served else 0.0 * first))
+                self._add(comp, action, tensor, values[0], values[1], crit)
+        if is_output and not is_compute:
+            for view, mode in enumerate(self.views):
+                if multicast - set(mode):  # else every instance's own fills: ratio 1
+                    out[:, self.above_col[tensor, view]] *= fill(mode) / fill(
+                        tuple(set(mode) | multicast)
+                    )
+
+    def _add(self, name: str, action: str, tensor: str, total, per_instance, crit) -> None:
+        tiler = self.tiler
+        comp = tiler.comp[name]
+        if action not in comp.actions:
+            return
+        vpa = comp.values_per_action(action, tensor, tiler.bits[tensor])
+        epa = comp.actions[action].energy_per_action(comp.name)
+        crit[:, 0] += total * (comp.actions_scale * tiler.scale * epa / vpa)
+        col, weight = tiler._latency_column(comp, action)
+        if col is not None:
+            crit[:, col] += per_instance * (weight / vpa)
+
+    def operations_per_instance(self, state: np.ndarray) -> np.ndarray:
+        """Compute operations of the busiest instance (every spatial loop one tile)."""
+        info = self.tiler.info
+        if info.is_copy:
+            return np.zeros(len(state))
+        b = self.bounds(self.views[self.view_of[self.tiler.t.compute]], self.n, state)
+        out = np.ones(len(state))
+        for v in self.tiler.vars:
+            out = out * b[v]
+        return out

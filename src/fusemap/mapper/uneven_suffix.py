@@ -1,0 +1,106 @@
+"""Below the deepest fused node of a template with uneven spreads: searched once per start.
+
+The bottom-up fronts of :mod:`fusemap.mapper.suffix` key a node's future by its tile
+shape alone; with uneven spreads the costs below also depend on the rows' state
+(:mod:`fusemap.mapper.uneven`). So such a template searches its nodes from the deepest
+fused node down top-down, but once per distinct *start* (tile shape and state at that
+node), not once per fused prefix: what happens below depends on nothing else. Each start
+keeps the Pareto front of its own costs, every reservation compared (a row's fit depends
+on the prefix it meets), and each prefix row then meets the front of its start, as it
+meets a bottom-up front.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+
+from .stage import Stage
+
+
+class _PassThrough:
+    """An interner that keeps ids as they are: the suffix rows' ids are their starts."""
+
+    def extend(self, seq: np.ndarray, tokens, inverse) -> np.ndarray:
+        return seq
+
+    def settled(self, seq: np.ndarray) -> np.ndarray:
+        return seq
+
+
+def applies(tiler) -> bool:
+    """Fused templates with uneven spreads (the bottom-up fronts do not apply)."""
+    return tiler.uneven is not None and tiler.p_max >= 0 and tiler.prune and not tiler.relaxed
+
+
+def stages_below_fused_node(tiler, prev: Stage | None, cache) -> list[Stage]:
+    """The stages from the deepest fused node down (what :meth:`TemplateTiler.stage`
+    would give, searched once per start)."""
+    sizes, crit, seq, depth = tiler.rows_above(prev)
+    state = tiler._state_above(prev, len(sizes))
+    holder = tiler.t.holders[tiler.p_max]
+    token = (("back", holder.tensor, holder.component),)
+    seq = cache.backed(prev, seq, token, tiler.interner)
+    starts = np.concatenate([sizes.astype(np.float64), state], axis=1)
+    _, first, inverse = np.unique(starts, axis=0, return_index=True, return_inverse=True)
+    inverse = inverse.ravel()
+    suffix = _search(tiler, sizes[first], state[first])
+    last = suffix[-1]
+    # Every prefix row with every row of its start's front.
+    order = np.argsort(last.seq, kind="stable")
+    lo = np.searchsorted(last.seq[order], inverse, side="left")
+    hi = np.searchsorted(last.seq[order], inverse, side="right")
+    count = hi - lo
+    pre = np.repeat(np.arange(len(sizes)), count)
+    within = np.arange(len(pre)) - np.repeat(np.cumsum(count) - count, count)
+    rows = order[np.repeat(lo, count) + within]
+    total = crit[pre] + last.crit[rows]
+    fits = np.ones(len(pre), dtype=bool)
+    for c in tiler.res_cols:
+        fits &= tiler._memory_total(total, c) <= tiler.capacity[c] * (1 + 1e-9)
+    pre, rows, total = pre[fits], rows[fits], total[fits]
+    ones = np.ones((len(pre), len(tiler.vars)), dtype=np.int64)
+    keep = tiler._prune(seq[pre], tiler._pruning_view(len(tiler.t.holders), ones, total))
+    pre, rows, total = pre[keep], rows[keep], total[keep]
+    paths = [rows]
+    for st in reversed(suffix[1:]):
+        paths.append(st.parents[paths[-1]])
+    paths.reverse()
+    out = []
+    for k, (st, path) in enumerate(zip(suffix, paths, strict=True)):
+        parents = pre if k == 0 else np.arange(len(pre), dtype=np.int64)
+        out.append(
+            Stage(
+                st.sizes[path],
+                np.zeros((len(pre), 0)),
+                st.mids[path],
+                parents,
+                0,
+                0,
+                seq[pre],
+                depth[pre],
+            )  # fmt: skip
+        )
+    out[-1].crit = total
+    out[0].evaluated = sum(st.evaluated for st in suffix)
+    out[0].valid = len(total)
+    return out
+
+
+def _search(tiler, sizes: np.ndarray, state: np.ndarray) -> list[Stage]:
+    """Top-down stages from the deepest fused node to the leaf, for rows that start
+    there with ``sizes`` and ``state``, each start its own id (``seq``)."""
+    twin = copy.copy(tiler)
+    twin.interner = _PassThrough()
+    twin.reservations_are_objectives = True  # the prefix's reservations are not known
+    ids = np.arange(len(sizes), dtype=np.int64)
+    st = Stage(
+        sizes, np.zeros((len(sizes), tiler.width)), sizes, ids, 0, 0, ids,
+        np.zeros(len(sizes), dtype=np.int64), state,
+    )  # fmt: skip
+    out: list[Stage] = []
+    for j in range(tiler.p_max, len(tiler.t.holders)):
+        st = twin.stage(j, st)
+        out.append(st)
+    return out
