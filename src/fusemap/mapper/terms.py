@@ -150,15 +150,7 @@ def _tensor_terms(
                 for amount, first, ratio in (tot, inst):
                     fill = 0.0 if (is_compute and copy_output) else amount
                     back = amount if is_output else 0.0
-                    skipped = first if sk else 0.0
-                    if role == "own" and action == "write":  # (fills - skips) * ratio
-                        pair.append((fill * ratio, skipped * ratio))
-                    elif role == "own":  # backs * ratio
-                        pair.append((back * ratio, 0.0))
-                    elif action == "write":  # parent receives the write-backs
-                        pair.append((back, 0.0))
-                    else:  # parent sends the fills, minus skipped first reads
-                        pair.append((fill, first if served else 0.0))
+                    pair.append(holder_traffic(role, action, fill, back, first, ratio, sk, served))
                 (ft, st), (fi, si) = pair
                 if ft or fi:
                     node.terms.append(Term(comp, action, t, "fill", ft, fi))
@@ -166,6 +158,22 @@ def _tensor_terms(
                     node.terms.append(Term(comp, action, t, "first", -st, -si))
         out.append(node)
     return out
+
+
+def holder_traffic(role: str, action: str, fill, back, first, ratio, skips: bool, served: bool):
+    """One holder's part of a component's reads or writes of its tensor (the model's
+    ``count_tensor``), as (values, first visits subtracted): at the holder's own
+    component (``role`` "own") or at its parent's. ``fill``/``back``: the values it
+    receives and writes back; ``ratio``: its instances' own copies per transfer (under a
+    multicast); ``skips``: it skips its first reads of the output; ``served``: its
+    parent sends them anyway. Works on coefficients and on per-row arrays alike."""
+    if role == "own" and action == "write":  # (fills - skips) * ratio
+        return fill * ratio, (first * ratio if skips else 0.0 * first)
+    if role == "own":  # backs * ratio
+        return back * ratio, 0.0 * first
+    if action == "write":  # parent receives the write-backs
+        return back, 0.0 * first
+    return fill, (first if served else 0.0 * first)  # parent sends the fills, less skips
 
 
 def memoized(memo: dict | None, key: tuple, make):

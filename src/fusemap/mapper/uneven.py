@@ -22,7 +22,7 @@ from functools import lru_cache
 import numpy as np
 
 from .space import SpatialLoop
-from .terms import fill_basis, first_basis
+from .terms import fill_basis, first_basis, holder_traffic
 
 Mode = tuple[int, ...]
 """Spatial loops (indices into the template's) counted one tile per parent tile."""
@@ -250,15 +250,10 @@ class UnevenCounts:
                 for amount, ratio, first in pair:
                     sent = 0.0 * amount if (is_compute and copy_output) else amount
                     back = amount if is_output else 0.0 * amount
-                    skipped = first if sk else 0.0 * first
-                    if role == "own" and action == "write":
-                        values.append((sent - skipped) * ratio)
-                    elif role == "own":
-                        values.append(back * ratio)
-                    elif action == "write":
-                        values.append(back)
-                    else:
-                        values.append(sent - (first if served else 0.0 * first))
+                    got, skipped = holder_traffic(
+                        role, action, sent, back, first, ratio, sk, served
+                    )
+                    values.append(got - skipped)
                 self._add(comp, action, tensor, values[0], values[1], crit)
         if is_output and not is_compute:
             for view, mode in enumerate(self.views):
