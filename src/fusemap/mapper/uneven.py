@@ -113,7 +113,8 @@ class UnevenCounts:
 
     def spread(self, j: int, mids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The spatial loops above node ``j + 1``: (row of ``mids`` each result row comes
-        from, tiles below them, (rows, 2 * loops) columns: tile above, tile below)."""
+        from, tiles below them, state-wide columns where each of these loops has its
+        tiles above and below)."""
         rep = np.arange(len(mids), dtype=np.int64)
         below = mids.copy()
         cols = np.zeros((len(mids), self.width), dtype=np.int64)
