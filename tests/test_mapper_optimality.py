@@ -24,6 +24,7 @@ from mapper_bruteforce import brute_force, count
 from model_helpers import (
     access,
     arch,
+    chain_matmul,
     compute_unit,
     container,
     dim,
@@ -41,12 +42,7 @@ def _workload(rng: random.Random, kind: str) -> tuple[dict, str]:
         b = {v: rng.choice([1, 2, 2, 3, 3, 4, 5]) for v in "mkn"}
         wl = workload(
             b,
-            einsum(
-                "Z",
-                access("A", ["m", "k"]),
-                access("B", ["k", "n"]),
-                access("Z", ["m", "n"], output=True),
-            ),
+            chain_matmul("Z", "A", "B", "Z", "k", "n"),
         )
     elif kind == "matvec":
         b = {"k": rng.choice(SIZES[1:] + [6, 7]), "n": rng.choice(SIZES[1:] + [6, 7])}

@@ -14,7 +14,17 @@ from fusemap.mapper.uneven import spatial_tiles, spread_tiles, virtual_bound
 from fusemap.model.evaluate import evaluate_mapping
 from fusemap.spec.spec import load_spec
 from mapper_bruteforce import brute_force, count
-from model_helpers import access, arch, compute_unit, dim, einsum, memory, to_yaml, workload
+from model_helpers import (
+    access,
+    arch,
+    chain_matmul,
+    compute_unit,
+    dim,
+    einsum,
+    memory,
+    to_yaml,
+    workload,
+)
 
 CONFIG = MapperConfig(imperfect=True, imperfect_max_bound=16)  # spreads up to 8
 
@@ -97,12 +107,7 @@ def _uneven_case(seed: int, tmp_path):
             b = {"m": size(), "k": rng.choice([1, 2, 3]), "n": size()}
             wl = workload(
                 b,
-                einsum(
-                    "Z",
-                    access("A", ["m", "k"]),
-                    access("B", ["k", "n"]),
-                    access("Z", ["m", "n"], output=True),
-                ),
+                chain_matmul("Z", "A", "B", "Z", "k", "n"),
             )
         else:
             b = {"p": rng.choice([3, 5, 7]), "r": rng.choice([1, 2, 3])}
