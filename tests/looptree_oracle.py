@@ -17,8 +17,7 @@ its Einsums into consecutive groups, each again such a tree. The trees enumerate
 * loops, temporal and spatial: any rank variable of every Einsum below, tiles shrinking
   to 1 at each leaf (every loop cuts its variable's tile: none of one trip); the first
   loop of a variable on a path may take any size (the ranks are small), later ones
-  divide the tile above (the mapper's tile shapes; but the mapper's spatial loops divide
-  their rank, and a variable with a spatial loop has no imperfect loop there);
+  divide the tile above (the mapper's tile shapes, spatial loops included);
 * spatial loops: on any fanout dimension of the arch (none at the top memory), anywhere
   below the root a temporal loop may go (also below a storage node of the fanout's own
   memory, which the model accepts: the mapper puts them above the first storage node at

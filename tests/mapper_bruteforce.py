@@ -144,7 +144,7 @@ def _spread_all(size, trips_list, looped, imperfect):
     return out
 
 
-def mappings(spec: Spec, einsum: str, imperfect_max: int = 16, spread_max: int = 8):
+def mappings(spec: Spec, einsum: str, imperfect_max: int = 16, spread_max: int = 1024):
     """Every (mapping, compute unit) of the mapspace, as LoopTrees (``spread_max``: the
     largest rank a spatial loop may spread unevenly, the mapper's ``spread_max_bound``)."""
     wl = resolve_workload(spec)

@@ -33,7 +33,7 @@ SPEC = textwrap.dedent(
         name: MAC
         actions: [{name: compute, energy: 0.5}]
     workload:
-      rank_sizes: {M: 12}
+      rank_sizes: {M: RANK}
       bits_per_value: {All: 8}
       einsums:
       - "Z[m] = A[m] * B[m]"
@@ -41,8 +41,9 @@ SPEC = textwrap.dedent(
 )
 
 
-def _best(tmp_path, fanout: int):
-    (tmp_path / "spec.yaml").write_text(SPEC.replace("FANOUT", str(fanout)))
+def _best(tmp_path, fanout: int, rank: int = 18):
+    text = SPEC.replace("FANOUT", str(fanout)).replace("RANK", str(rank))
+    (tmp_path / "spec.yaml").write_text(text)
     spec = fusemap.load(tmp_path / "spec.yaml")
     _, mapping, result = best_pmapping(spec, "Z", "energy")
     spatial = [n for n in mapping.walk() if type(n).__name__ == "Spatial"]
@@ -52,13 +53,22 @@ def _best(tmp_path, fanout: int):
 @pytest.mark.parametrize(
     ("fanout", "used"),
     [
-        (6, 6),  # 6 divides 12: min_usage 1 is met
-        (5, 4),  # no divisor of 12 is 5: the largest usable is 4 of 5
-        (8, 6),  # divisors of 12 up to 8: 6
+        (6, 6),  # 6 divides 18: min_usage 1 is met
+        (5, 3),  # no divisor of 18 is 5 or 4: the largest usable is 3 of 5
+        (8, 6),  # divisors of 18 up to 8: 6
     ],
 )
 def test_unreachable_min_usage_keeps_the_highest_usage(tmp_path, fanout, used):
+    # m has 18 points, above imperfect_max_bound (16): its spatial loops divide it.
     spatial, result = _best(tmp_path, fanout)
-    # One spatial loop over m on X (m has 12 points: 6, 4 and 6 instances divide them).
     assert [n.rank_variable for n in spatial] == ["m"]
     assert result.einsum("Z").fanout_usage == {"PE.X": used}
+
+
+@pytest.mark.parametrize("fanout", [5, 8])
+def test_an_uneven_spread_reaches_min_usage_on_a_small_rank(tmp_path, fanout):
+    # m has 12 points: 5 and 8 do not divide them, but an imperfect loop may cut 12 into
+    # 10 + 2 (8 + 4), then every instance takes 2 (1) of each tile.
+    spatial, result = _best(tmp_path, fanout, rank=12)
+    assert [n.rank_variable for n in spatial] == ["m"]
+    assert result.einsum("Z").fanout_usage == {"PE.X": fanout}

@@ -60,7 +60,7 @@ def test_spread_max_bound_limits_the_uneven_spreads(tmp_path):
     resolved = resolve_workload(spec)
     info = resolved.einsum("Z")
     flat = ArchEvaluator(spec, resolved).flat("Z", "MAC")
-    assert config_from_spec(spec).spread_bound == 8  # the default
+    assert config_from_spec(spec).spread_bound == 16  # the default: imperfect_max_bound's
     assert MapperConfig(imperfect=False).spread_bound == 0
 
     def spreads(bound):

@@ -54,13 +54,12 @@ class MapperConfig:
     imperfect_max_bound: int = 16
     """Only for rank variables of at most this bound (the state space grows with it)."""
 
-    spread_max_bound: int = 8
+    spread_max_bound: int = MAX_IMPERFECT_BOUND
     """Spatial loops over rank variables of at most this bound (and at most
-    ``imperfect_max_bound``) may spread them unevenly (3 over 2 instances as 2 + 1), and
-    such a variable may have an imperfect loop above its spatial loop. Each such template
-    counts per row and searches its nodes below the fused ones once per start, not
-    through shared bottom-up fronts (``mapper/uneven.py``): the cost grows fast with
-    the bound (``docs/ffm.md``, "Not done yet")."""
+    ``imperfect_max_bound``, which decides by default) may spread them unevenly (3 over
+    2 instances as 2 + 1), and such a variable may have an imperfect loop above its
+    spatial loop. A lower value only makes the search faster: it shrinks the space
+    (``docs/mapspace.md``)."""
 
     @property
     def imperfect_bound(self) -> int:

@@ -12,6 +12,7 @@ compute leaf is exactly the Pareto front of the template's complete tile shapes.
 from __future__ import annotations
 
 import copy
+import itertools
 import math
 from functools import lru_cache
 
@@ -277,17 +278,31 @@ class TemplateTiler(NodeCosts):
         twin.relaxed, twin.once = True, False
         twin.bounded_by_least = bounded
         twin.interner = ForgetfulInterner()
+        if self.uneven is not None:  # its own trips to share (UnevenCounts.share)
+            twin.uneven = copy.copy(self.uneven)
+            twin.uneven.tiler = twin
         return twin
 
     # ------------------------------------------------------------ the search
     def stage_key(self, j: int) -> tuple:
         """What stage ``j`` depends on; templates with equal keys up to ``j`` share it."""
+        return self._key(j, self._loops_key(j + 1))
+
+    def share_key(self) -> tuple | None:
+        """Templates with uneven spreads that differ only in their free loops' trips
+        (equal keys) are searched together, each keeping its own rows at the end
+        (:meth:`UnevenCounts.share`); None: searched alone."""
+        if self.uneven is None:
+            return None
+        return self._key(len(self.t.holders), self.uneven.key(len(self.t.holders))[0])
+
+    def _key(self, j: int, loops: tuple) -> tuple:
         t = self.t
         return (
             t.compute,
             len(t.holders),
             tuple(t.holders[: j + 2]),
-            tuple(x for x in t.spatial if x.slot <= j + 1),
+            loops,
             tuple(sorted(b for b in t.blocked if b[0] <= j + 1)),
             tuple(sorted(self.res_cols)),
             tuple(self.imperfect),
@@ -301,6 +316,13 @@ class TemplateTiler(NodeCosts):
             tuple(sorted(self.join_memories)),
             self.held_key,
         )
+
+    def _loops_key(self, slot: int) -> tuple:
+        """The spatial loops down to ``slot`` (with uneven spreads, the trips their
+        templates searched together may take)."""
+        if self.uneven is not None:
+            return self.uneven.key(slot)
+        return tuple(x for x in self.t.spatial if x.slot <= slot)
 
     @property
     def held_key(self) -> tuple:
@@ -361,6 +383,11 @@ class TemplateTiler(NodeCosts):
             if (j, v) in t.blocked or not self._useful(j, v):
                 continue
             cur, par = self._expand_one(cur, k)
+            if j == len(t.holders) - 1:  # the last gap ends at one operation
+                fine = np.zeros(len(cur), dtype=bool)
+                for size in self._reaches_leaf(k):
+                    fine |= cur[:, k] == size
+                cur, par = cur[fine], par[fine]
             origin, cost = origin[par], cost[par]
             if in_prefix and self.once:  # one loop per rank variable above fused nodes
                 once = (cur[:, k] == sizes[origin, k]) | (sizes[origin, k] == self.bounds[k])
@@ -396,7 +423,8 @@ class TemplateTiler(NodeCosts):
         if self.fusion:
             new_depth = new_depth + (mids < sizes[origin]).sum(axis=1) + spatial_here
             if in_prefix:
-                new_seq = self._gap_tokens(j, new_seq, sizes[origin], mids, below)
+                tiles = None if state is None else self.uneven.tiles_at(j + 1, state)
+                new_seq = self._gap_tokens(j, new_seq, sizes[origin], mids, below, tiles)
         ids = None if state is None else self.uneven.ids(state)
         key = self._group(below, ids=self._ids(new_seq if self.fusion else None, ids))
         keep = self._prune(key, self._pruning_view(j + 1, below, cost))
@@ -405,6 +433,21 @@ class TemplateTiler(NodeCosts):
             int(fits.sum()), new_seq[keep], new_depth[keep],
             None if state is None else state[keep],
         )  # fmt: skip
+
+    def _reaches_leaf(self, k: int) -> set[int]:
+        """The sizes of variable ``k`` after the last gap's temporal loops that the
+        spatial loops above the compute leaf (if any) take to one: their trips' product,
+        or the whole rank (a first loop that cuts it unevenly: 5 over 3 instances as
+        2 + 2 + 1, then 2)."""
+        v, bound = self.vars[k], int(self.bounds[k])
+        n = len(self.t.holders)
+        here = [i for i, s in enumerate(self.t.spatial) if s.slot == n and s.var == v]
+        if not here:
+            return {1}
+        trips = [(self.t.spatial[i].trips,) for i in here]
+        if self.uneven is not None:
+            trips = [self.uneven.trips(i) for i in here]
+        return {math.prod(c) for c in itertools.product(*trips)} | {bound}
 
     def _state_above(self, prev: Stage | None, rows: int) -> np.ndarray | None:
         """The uneven-spread state of the rows entering the next node (None: no such
@@ -445,7 +488,7 @@ class TemplateTiler(NodeCosts):
         for i, s in enumerate(self.t.spatial):
             if s.slot == j + 1:
                 state[:, base + 2 * i : base + 2 * i + 2] = cols[:, base + 2 * i : base + 2 * i + 2]
-        return mids, below, np.ones(len(below), dtype=bool), origin, cost, state
+        return mids, below, self.uneven.allowed(j + 1, state), origin, cost, state
 
     def _leaf_rows(self, state: np.ndarray, cost: np.ndarray) -> None:
         """Uneven spatial loops: the compute leaf's traffic and operations per instance,
@@ -495,9 +538,16 @@ class TemplateTiler(NodeCosts):
         return n
 
     def _gap_tokens(
-        self, j: int, seq: np.ndarray, here: np.ndarray, mids: np.ndarray, below: np.ndarray
+        self,
+        j: int,
+        seq: np.ndarray,
+        here: np.ndarray,
+        mids: np.ndarray,
+        below: np.ndarray,
+        tiles: np.ndarray | None = None,
     ):
-        """Append gap ``j``'s loops, in the canonical order, to the fused prefixes."""
+        """Append gap ``j``'s loops, in the canonical order, to the fused prefixes
+        (``tiles``: those its spatial loops leave, when the rows carry them)."""
         if self.relaxed:
             return np.zeros(len(seq), dtype=np.int64)  # prefixes forgotten
         holder = self.t.holders[j]
@@ -505,7 +555,7 @@ class TemplateTiler(NodeCosts):
             holder, list(range(len(self.vars))),
             lambda k: self.info.relevance(holder.tensor, self.vars[k]),
         )  # fmt: skip
-        pairs = np.concatenate([here, mids, below], axis=1)
+        pairs = np.concatenate([here, mids, below] + ([] if tiles is None else [tiles]), axis=1)
         uniq, inverse = np.unique(pairs, axis=0, return_inverse=True)
         n = len(self.vars)
         tokens = [
@@ -514,17 +564,19 @@ class TemplateTiler(NodeCosts):
         ]
         if any(s.slot == j + 1 for s in self.t.spatial):
             tokens = [
-                x + self._spatial_tokens(j, u[n : 2 * n], u[2 * n :])
+                x + self._spatial_tokens(j, u[n : 2 * n], u[2 * n : 3 * n], u[3 * n :])
                 for x, u in zip(tokens, uniq, strict=True)
             ]
         return self.interner.extend(seq, tokens, inverse.ravel())
 
-    def _spatial_tokens(self, j: int, mids: np.ndarray, below: np.ndarray) -> tuple:
+    def _spatial_tokens(self, j: int, mids: np.ndarray, below: np.ndarray, tiles) -> tuple:
         """The spatial loops at the end of gap ``j`` (above node ``j + 1``), in the
         order :func:`~fusemap.mapper.pmappings.materialize` writes them, each with the
-        tile it leaves."""
+        tile it leaves (``tiles``, if not empty)."""
         loops = [s for s in self.t.spatial if s.slot == j + 1]
-        tiles = spatial_tiles(loops, self.vars, mids, below)
+        tiles = (
+            [int(x) for x in tiles] if len(tiles) else spatial_tiles(loops, self.vars, mids, below)
+        )
         return tuple(
             ("loop", s.var, SpatialTile.on(tile, s.component, s.dimension))
             for s, tile in zip(loops, tiles, strict=True)

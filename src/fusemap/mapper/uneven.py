@@ -17,6 +17,7 @@ rows, with, per output tensor, the product of the multicast ratios of its holder
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 from functools import lru_cache
 
 import numpy as np
@@ -38,9 +39,13 @@ def spread_tiles(bound: int, tile: int, trips: int) -> list[int]:
 
 
 @lru_cache(maxsize=256)
-def _spread_table(bound: int, trips: int) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`spread_tiles` of every tile up to ``bound``, as CSR (offsets, values)."""
-    lists = [spread_tiles(bound, tile, trips) if tile else [] for tile in range(bound + 1)]
+def _spread_table(bound: int, trips: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`spread_tiles` of every tile up to ``bound``, over each of ``trips`` in
+    turn, as CSR (offsets, values)."""
+    lists = [
+        [s for t in trips for s in spread_tiles(bound, tile, t)] if tile else []
+        for tile in range(bound + 1)
+    ]
     offsets = np.cumsum([0] + [len(x) for x in lists]).astype(np.int64)
     values = np.array([x for o in lists for x in o], dtype=np.int64)
     return offsets, values
@@ -90,12 +95,96 @@ class UnevenCounts:
         self.above_col = {pair: i for i, pair in enumerate(pairs)}
         self.base = len(self.above_col)
         self.width = self.base + 2 * len(self.loops)
+        # Loops over a variable that may be cut unevenly are *free*: templates that differ
+        # only in their trips are searched together (:meth:`share`), each row's trips
+        # read from its state (a spread's trips are ceil(tile above / tile below)).
+        self.free = [
+            i for i, s in enumerate(self.loops) if tiler.imperfect[tiler.vars.index(s.var)]
+        ]
+        if self._radix ** len(self.free) >= 2**62:  # codes would overflow: search alone
+            self.free = []
+        self.choices: list[tuple[int, ...]] = [self.own]
         self.holders: dict[int, list[tuple[str, int, tuple, tuple]]] = {}
         for x in info.tensors:
             chain = tuple(j for j, h in enumerate(t.holders) if h.tensor == x) + (self.n,)
             comps = tuple(t.holders[j].component for j in chain[:-1]) + (t.compute,)
             for k in range(1, len(chain)):
                 self.holders.setdefault(chain[k], []).append((x, k, chain, comps))
+
+    # ------------------------------------------------------------ shared trips
+    @property
+    def own(self) -> tuple[int, ...]:
+        """This template's trips of its free loops."""
+        return tuple(self.loops[i].trips for i in self.free)
+
+    def share(self, choices: list[tuple[int, ...]]) -> None:
+        """Search for every template of ``choices`` (their free loops' trips; templates
+        otherwise equal): rows carry their trips, and each template keeps its own at
+        the end (:meth:`trips_code`)."""
+        self.choices = sorted(set(choices))
+
+    def key(self, slot: int) -> tuple:
+        """What the search down to the spatial loops of ``slot`` depends on of the loops:
+        their places, and the trips each may take (for free loops, as combinations)."""
+        free = set(self.free)
+        loops = tuple(
+            replace(s, trips=0) if i in free else s
+            for i, s in enumerate(self.loops)
+            if s.slot <= slot
+        )
+        reached = [k for k, i in enumerate(self.free) if self.loops[i].slot <= slot]
+        return loops, tuple(sorted({tuple(c[k] for k in reached) for c in self.choices}))
+
+    def trips(self, i: int) -> tuple[int, ...]:
+        """The trips loop ``i`` may take in the shared search."""
+        if i not in self.free:
+            return (self.loops[i].trips,)
+        k = self.free.index(i)
+        return tuple(sorted({c[k] for c in self.choices}))
+
+    def trips_code(self, state: np.ndarray, slot: int | None = None) -> np.ndarray:
+        """Per row, one integer for the trips of its free loops (those above ``slot``,
+        or all), mixed radix."""
+        code = np.zeros(len(state), dtype=np.int64)
+        radix = self._radix
+        for i in self.free:
+            if slot is None or self.loops[i].slot <= slot:
+                big, small = self._tiles(i, state)
+                code = code * radix + -(-big // np.maximum(small, 1))
+        return code
+
+    @property
+    def _radix(self) -> int:
+        """Trips of a free loop are at most its variable's bound."""
+        bounds, variables = self.tiler.bounds, self.tiler.vars
+        return 1 + max(
+            (int(bounds[variables.index(self.loops[i].var)]) for i in self.free), default=0
+        )
+
+    def _code(self, choice: tuple[int, ...], slot: int | None = None) -> int:
+        code, radix = 0, self._radix
+        for k, i in enumerate(self.free):
+            if slot is None or self.loops[i].slot <= slot:
+                code = code * radix + choice[k]
+        return code
+
+    def tiles_at(self, slot: int, state: np.ndarray) -> np.ndarray:
+        """Per row, the tile each spatial loop of ``slot`` leaves (loop order)."""
+        cols = [self.base + 2 * i + 1 for i, s in enumerate(self.loops) if s.slot == slot]
+        return state[:, cols].astype(np.int64)
+
+    def allowed(self, slot: int, state: np.ndarray) -> np.ndarray:
+        """Rows whose trips so far (spatial loops down to ``slot``) some template has."""
+        if len(self.choices) == 1:
+            return np.ones(len(state), dtype=bool)
+        codes = np.array(sorted({self._code(c, slot) for c in self.choices}), dtype=np.int64)
+        return np.isin(self.trips_code(state, slot), codes)
+
+    def own_rows(self, state: np.ndarray) -> np.ndarray:
+        """Rows of this template (its own trips) among those of the shared search."""
+        if len(self.choices) == 1:
+            return np.ones(len(state), dtype=bool)
+        return self.trips_code(state) == self._code(self.own)
 
     # ------------------------------------------------------------ state
     def initial(self, rows: int) -> np.ndarray:
@@ -123,7 +212,7 @@ class UnevenCounts:
             if s.slot != j + 1:
                 continue
             k = variables.index(s.var)
-            offsets, values = _spread_table(int(bounds[k]), s.trips)
+            offsets, values = _spread_table(int(bounds[k]), self.trips(i))
             start, stop = offsets[below[:, k]], offsets[below[:, k] + 1]
             count = stop - start
             pick = np.repeat(np.arange(len(below)), count)
@@ -188,7 +277,7 @@ class UnevenCounts:
             if i not in mode and i not in shared and info.relevance(tensor, s.var) != "relevant":
                 big, small = self._tiles(i, state)
                 b = bound[s.var] + np.zeros(len(state), dtype=np.int64)
-                out = out * np.where(b >= big, s.trips, -(-b // small))
+                out = out * -(-np.minimum(b, big) // small)  # b >= big: all trips
             if i in mode:
                 bound[s.var] = self._cut(i, bound[s.var], state)
         return out

@@ -61,7 +61,9 @@ def stages_below_fused_node(tiler, prev: Stage | None, cache) -> list[Stage]:
         fits &= tiler._memory_total(total, c) <= tiler.capacity[c] * (1 + 1e-9)
     pre, rows, total = pre[fits], rows[fits], total[fits]
     ones = np.ones((len(pre), len(tiler.vars)), dtype=np.int64)
-    keep = tiler._prune(seq[pre], tiler._pruning_view(len(tiler.t.holders), ones, total))
+    # Templates searched together (UnevenCounts.share) keep their rows apart.
+    group = tiler._ids(seq[pre], tiler.uneven.trips_code(last.state[rows]))
+    keep = tiler._prune(group, tiler._pruning_view(len(tiler.t.holders), ones, total))
     pre, rows, total = pre[keep], rows[keep], total[keep]
     paths = [rows]
     for st in reversed(suffix[1:]):
@@ -83,6 +85,7 @@ def stages_below_fused_node(tiler, prev: Stage | None, cache) -> list[Stage]:
             )  # fmt: skip
         )
     out[-1].crit = total
+    out[-1].state = last.state[rows]
     out[0].evaluated = sum(st.evaluated for st in suffix)
     out[0].valid = len(total)
     return out
