@@ -155,9 +155,7 @@ def map_workload(
     ]
     plan = fusion_plan(wl, order_list)
     one_loop = config.fused_loops_once and len(wl.einsums) > 1 and bool(plan.fusable)
-    checks_full_space = one_loop and objective != "pareto"  # else said in a note
-    if one_loop and not checks_full_space:
-        notes.append(ONE_LOOP_NOTE)
+    checks_full_space = one_loop
     deferred = None
     if DEFER_HOSTING and objective == "energy" and plan.host_loops:
         deferred = DeferredHosting(spec, wl, jobs)
@@ -196,13 +194,19 @@ def map_workload(
         found = _pick(joins, objective)
         if found:
             best = _objective_value(found[0][0], found[0][1], objective)
+            if objective == "pareto":  # a mapping no point of the front dominates
+                best = tuple((float(j.energy[r]), float(j.latency[r])) for j, r in found)
             t_check = time.perf_counter()
             stats.full_space = check_full_space(
                 spec, wl, tables_config(spec, plan), table_groups(wl, arch, plan), tables,
                 order_list, best, jobs, objective,
             )  # fmt: skip
             stats.seconds["full space"] = time.perf_counter() - t_check
-            if stats.full_space.rows_added:
+            if stats.full_space.rows_added and objective == "pareto":
+                joins = _deepening(
+                    objective, order_list, tables, deferred, stats, join_args, progress
+                )
+            elif stats.full_space.rows_added:
                 joins = _capped_joins(
                     best, order_list, tables, deferred, stats, join_args, progress
                 )
@@ -278,15 +282,6 @@ def _capped_joins(
     stats.caps.append(cap if math.isfinite(cap) else None)
     return joins
 
-
-ONE_LOOP_NOTE = (
-    "searched one fused loop per rank variable (mapper.fused_loops_once: true, the default); "
-    "splitting a shared rank over several fused loops can pay: with the energy, latency and "
-    "EDP objectives the mapper checks it, with the Pareto front false searches it (slower; "
-    "docs/ffm.md)"
-)
-"""Said on fused Pareto fronts: the space searched by default is not the whole one (a
-single objective's answer is checked over it)."""
 
 DEFER_HOSTING = True
 """Energy objective: tile hosting templates only when a capped join may need them

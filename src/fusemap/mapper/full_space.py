@@ -26,9 +26,11 @@ The templates within their allowance are searched over the whole fused space, th
 rows within the allowance are added, and the capped join runs again. On GPT-3 every
 floor is at or above its Einsum's least energy, so nothing is searched again.
 
-Latency and EDP objectives: the same with both floors, least energy and least latency
-(the twins then run without the energy branch and bound, so the floors are exact), and
-a :class:`RowCut` in place of the allowance.
+Latency, EDP and Pareto-front objectives: the same with both floors, least energy and
+least latency (the twins then run without the energy branch and bound, so the floors
+are exact), and a :class:`RowCut` in place of the allowance (for a front: a row may add
+a point only if, completed with the other Einsums' least, no point of the front found
+dominates it).
 """
 
 from __future__ import annotations
@@ -80,26 +82,42 @@ class RowCut:
     least energy and latency of every other Einsum (``rest_*``; objectives add up along
     the order), their objective is at most ``limit`` (the best found, less ``GAIN``)."""
 
-    objective: str  # energy | latency | edp
+    objective: str  # energy | latency | edp | pareto
     limit: float
     rest_energy: float = 0.0
     rest_latency: float = 0.0
+    front: tuple[tuple[float, float], ...] = ()  # pareto: (energy, latency) points found
 
     def keeps(self, energy, latency):
         """Whether rows (or floors) of these energies and latencies may do better."""
-        e = np.asarray(energy) + self.rest_energy
-        lat = np.asarray(latency) + self.rest_latency
+        e = np.asarray(energy, dtype=np.float64) + self.rest_energy
+        lat = np.asarray(latency, dtype=np.float64) + self.rest_latency
+        if self.objective == "pareto":
+            return ~self._dominated(e, lat)
         value = e if self.objective == "energy" else lat if self.objective == "latency" else e * lat
         return value <= self.limit
+
+    def _dominated(self, e: np.ndarray, lat: np.ndarray) -> np.ndarray:
+        """Whether some point of the front, less ``GAIN``, is no worse in both."""
+        if not self.front:
+            return np.zeros(e.shape, dtype=bool)
+        points = np.array(sorted(self.front)) * (1 - GAIN)
+        least = np.minimum.accumulate(points[:, 1])  # least latency at most each energy
+        k = np.searchsorted(points[:, 0], e, side="right")  # points of energy <= e
+        return (k > 0) & (least[np.maximum(k - 1, 0)] <= lat)
 
     def energy_ceiling(self) -> float:
         """Most energy such a row may have (the tile search's branch and bound): with EDP,
         ``(E + rest_energy) * rest_latency`` is at most ``limit`` (latencies are
-        positive)."""
+        positive); for a front, the energy of a point whose latency is at most
+        ``rest_latency`` dominates any row above it."""
         if self.objective == "energy":
             return self.limit - self.rest_energy
         if self.objective == "edp" and self.rest_latency > 0:
             return self.limit / self.rest_latency - self.rest_energy
+        if self.objective == "pareto":
+            under = [e for e, lat in self.front if lat * (1 - GAIN) <= self.rest_latency]
+            return min(under) * (1 - GAIN) - self.rest_energy if under else math.inf
         return math.inf
 
 
@@ -110,15 +128,17 @@ def check_full_space(
     groups: dict[str, list[str]],
     tables: dict[str, PmappingTable],
     orders: list[list[str]],
-    best: float,
+    best: float | tuple[tuple[float, float], ...],
     jobs: int,
     objective: str = "energy",
 ) -> FullSpaceCheck:
     """Add to ``tables`` every pmapping with several fused loops per rank variable that
-    may be part of a mapping of objective below ``best`` (``groups``: table's Einsum ->
-    Einsums sharing it, renamed)."""
+    may be part of a mapping of objective below ``best`` (``pareto``: the front's
+    (energy, latency) points, and a mapping no point dominates; ``groups``: table's
+    Einsum -> Einsums sharing it, renamed)."""
     check = FullSpaceCheck()
     if objective == "energy":
+        assert isinstance(best, float)
         cuts, excluded, wanted = _energy_cuts(
             spec, jobs, config, tables, groups, orders, best, check
         )
@@ -171,7 +191,11 @@ def _objective_cuts(objective, config, tables, groups, best, check):
     cuts, excluded, wanted = {}, {}, []
     for b in bases:
         n = groups[b][0]
-        cuts[b] = RowCut(objective, best * (1 - GAIN), total_e - low_e[n], total_l - low_l[n])
+        rest = (total_e - low_e[n], total_l - low_l[n])
+        if isinstance(best, tuple):
+            cuts[b] = RowCut(objective, math.inf, *rest, front=best)
+        else:
+            cuts[b] = RowCut(objective, best * (1 - GAIN), *rest)
         excluded[b] = {k for k, (e, lat) in floors[b].items() if not cuts[b].keeps(e, lat)}
         if len(excluded[b]) < len(floors[b]) or config.host_loops.get(b):
             wanted.append(b)
