@@ -101,7 +101,10 @@ class UnevenCounts:
         self.free = [
             i for i, s in enumerate(self.loops) if tiler.imperfect[tiler.vars.index(s.var)]
         ]
-        if self._radix ** len(self.free) >= 2**62:  # codes would overflow: search alone
+        # Trips codes: mixed radix, a free loop's trips at most its variable's bound.
+        bounds = [int(tiler.bounds[tiler.vars.index(self.loops[i].var)]) for i in self.free]
+        self.radix = 1 + max(bounds, default=0)
+        if self.radix ** len(self.free) >= 2**62:  # codes would overflow: search alone
             self.free = []
         self.choices: list[tuple[int, ...]] = [self.own]
         self.holders: dict[int, list[tuple[str, int, tuple, tuple]]] = {}
@@ -146,23 +149,15 @@ class UnevenCounts:
         """Per row, one integer for the trips of its free loops (those above ``slot``,
         or all), mixed radix."""
         code = np.zeros(len(state), dtype=np.int64)
-        radix = self._radix
+        radix = self.radix
         for i in self.free:
             if slot is None or self.loops[i].slot <= slot:
                 big, small = self._tiles(i, state)
                 code = code * radix + -(-big // np.maximum(small, 1))
         return code
 
-    @property
-    def _radix(self) -> int:
-        """Trips of a free loop are at most its variable's bound."""
-        bounds, variables = self.tiler.bounds, self.tiler.vars
-        return 1 + max(
-            (int(bounds[variables.index(self.loops[i].var)]) for i in self.free), default=0
-        )
-
     def _code(self, choice: tuple[int, ...], slot: int | None = None) -> int:
-        code, radix = 0, self._radix
+        code, radix = 0, self.radix
         for k, i in enumerate(self.free):
             if slot is None or self.loops[i].slot <= slot:
                 code = code * radix + choice[k]
