@@ -192,7 +192,10 @@ def _valid(spec, wl, ar, names, tables, picks, top, energy, latency, memo: dict)
     chains, compat = zip(*(memo[k, p] for k, p in enumerate(picks)), strict=True)
     try:
         r = evaluate_mapping(
-            spec, assemble(names, list(chains), list(compat), top, wl), workload=wl, arch=ar
+            spec,
+            assemble(names, list(chains), list(compat), top, wl, _levels(ar, names)),
+            workload=wl,
+            arch=ar,
         )
     except InvalidMappingError:
         return False
@@ -228,3 +231,8 @@ def _check(spec, seed: int) -> None:
         res = out.best.result
         value = {"energy": res.energy, "latency": res.latency, "edp": res.energy * res.latency}
         assert value[objective] == pytest.approx(best, rel=1e-9), objective
+
+
+def _levels(ar, names) -> dict[str, int]:
+    """Each component's place in the architecture (memories top-down on every path)."""
+    return {c: i for i, c in enumerate(ar.components(names[0]))}

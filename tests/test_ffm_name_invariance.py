@@ -61,9 +61,14 @@ def _specs(seed: int, tmp_path, shape: str | None = None):
     return out
 
 
-# Shared copies (``mapper/copies.py``): a later user's copy must come first in its gap,
-# in the order the search writes the gap's nodes, which sorts tensors by name.
-SHARED_COPY_SHAPES = [(s, seed) for s in ("shared_input", "input_skip") for seed in range(4)]
+# Shared copies (``mapper/copies.py``): users' shared copies of a gap must come in one
+# order (``exposure._places``), and the search writes a gap's nodes with tensors sorted
+# by name.
+SHARED_COPY_SHAPES = [
+    *[(s, seed) for s in ("shared_input", "input_skip") for seed in range(4)],
+    ("two_inputs", 1),
+    ("two_inputs", 3),
+]
 
 
 @pytest.mark.parametrize("seed", range(12))

@@ -19,13 +19,14 @@ from pathlib import Path
 import pytest
 
 from fusemap.mapper import ffm
-from fusemap.mapper.assemble import assemble
+from fusemap.mapper.assemble import _merge_gap, assemble
 from fusemap.mapper.dependencies import FusionRules
-from fusemap.mapper.join import _exposed, _Piece
+from fusemap.mapper.exposure import FRESH, KEPT, SKIPPED, exposures, shared_adds
+from fusemap.mapper.join import _Piece
 from fusemap.mapper.prefix import Compatibility
 from fusemap.model.evaluate import evaluate_mapping
 from fusemap.spec import mapping as M
-from fusemap.spec.errors import InvalidMappingError
+from fusemap.spec.errors import FusemapError, InvalidMappingError
 from fusemap.spec.resolve import resolve_workload
 from fusemap.spec.spec import load_spec
 from model_helpers import (
@@ -144,6 +145,14 @@ ORDER = ["E0", "E1", "E2"]
 ACC = {"X": [0, 2]}
 
 
+def _exposed(exposure, p, j, order, wl, accessors):
+    """The one exposure after joining ``p`` (None if it may not join)."""
+    uses = set(wl.einsum(order[j]).tensors)
+    out = exposures(exposure, p, j, uses, accessors, lambda *_: 0.0)
+    assert len(out) <= 1
+    return out[0][0] if out else None
+
+
 def test_exposed_copy_blocks_a_later_user_while_its_level_stays_open():
     # E0 keeps a copy of X under 0 loops (level 1) and shares 2 loops with E1.
     s = _exposed((), _piece(0, 2, {"X": 1}), 0, ORDER, _Wl(), ACC)
@@ -168,6 +177,99 @@ def test_a_later_users_copy_is_blocked_by_an_earlier_user_sharing_its_level():
     assert _exposed(s, _piece(1, 0, {"X": 2}), 2, ORDER, _Wl(), ACC) == ()
 
 
+# -- a shared copy reserved at the last loop its users share, an Einsum between -------
+
+BITS = 48.0  # the shared copy's reservation
+
+
+def _sharing(b_prev, b_next, copies) -> _Piece:
+    p = _piece(b_prev, b_next, {})
+    p.copies = {"X": tuple(copies)}
+    return p
+
+
+def _after(exposure, p, j):
+    uses = set(_Wl().einsum(ORDER[j]).tensors)
+    return exposures(exposure, p, j, uses, ACC, lambda *_: BITS)
+
+
+def test_an_einsum_between_two_users_counts_their_shared_reservation_or_bars_it():
+    """E0 keeps a copy of X in GB under 0 loops (level 1), its reservation lowered past
+    loop 1 (depth 1), and shares only loop 1 with E1: level 2 closes, so the join no
+    longer counts the reservation for what follows. The model keeps it live from E0 to
+    its last user: E1 (no X) counts it (48 bits at level 2) if E2 keeps the same copy,
+    and E2 may then keep it (counting its own); or E1 does not, and E2 may not."""
+    ((start, adds),) = _after((), _sharing(0, 1, [(1, "GB", 1, 0)]), 0)
+    assert adds == []
+    (entry,) = start[0][3]
+    assert (entry.level, entry.depth, entry.shared, entry.promise) == (1, 1, 1, FRESH)
+    options = _after(start, _piece(1, 1, {}), 1)
+    assert [a for _, a in options] == [[("GB", 2, BITS)], []]
+    (kept, _), (skipped, _) = options
+    assert [c.promise for c in kept[0][3]] == [KEPT]
+    assert [c.promise for c in skipped[0][3]] == [SKIPPED]
+    same = _sharing(1, 0, [(1, "GB", 1, 0)])
+    assert [a for _, a in _after(kept, same, 2)] == [[]]  # each counts its own
+    assert _after(skipped, same, 2) == []
+    # E2's copy lowered elsewhere (depth 2) is another reservation: the promise breaks.
+    other = _sharing(1, 0, [(1, "GB", 2, 0)])
+    assert _after(kept, other, 2) == []
+    assert len(_after(skipped, other, 2)) == 1
+
+
+def test_a_shared_reservation_on_a_level_still_open_is_counted_once():
+    """E1 shares loop 2 with E0: level 2 stays open, E1 sees the reservation; E2 (which
+    shares loop 2 too) takes its own back out."""
+    ((start, _),) = _after((), _sharing(0, 2, [(1, "GB", 1, 0)]), 0)
+    ((mid, adds),) = _after(start, _piece(2, 2, {}), 1)
+    assert adds == []
+    same = _sharing(2, 0, [(1, "GB", 1, 0)])
+    assert shared_adds(mid, same, {"X"}, lambda *_: BITS) == [("GB", 2, -BITS)]
+
+
+def test_shared_copies_of_one_memory_keep_one_order_in_every_user():
+    """E0 keeps X then W in GB under 0 loops (ranks 0 and 1), shared with E1: E1 may
+    share both in that order, not in the other (no tree has both orders)."""
+    acc = {"X": [0, 1], "W": [0, 1]}
+
+    def piece(b_prev, b_next, x_rank, w_rank):
+        p = _piece(b_prev, b_next, {})
+        p.copies = {"X": ((1, "GB", 0, x_rank),), "W": ((1, "GB", 0, w_rank),)}
+        return p
+
+    def after(exposure, p, j):
+        return exposures(exposure, p, j, {"X", "W"}, acc, lambda *_: BITS)
+
+    ((start, _),) = after((), piece(0, 1, 0, 1), 0)
+    places = {t: cps[0].place for t, _, _, cps in start}
+    assert places == {"X": (0, 0, 0), "W": (1, 0, 0)}
+    assert len(after(start, piece(1, 0, 0, 1), 1)) == 1
+    assert after(start, piece(1, 0, 1, 0), 1) == []
+
+
+def test_a_later_users_nodes_before_its_shared_copy_stay_above_it():
+    """The assembly's gap on the shared path: the first user's nodes, then each later
+    user's, those before its shared copy right above that node."""
+    S = M.Storage  # noqa: N806
+
+    def st(t, c="GB"):
+        return S(tensors=[t], component=c)
+
+    levels = {"GB": 0, "RF": 1}
+    head = [st("A"), st("X", "RF"), st("B", "RF")]
+    _merge_gap(head, [st("Z"), st("Y", "RF"), st("X", "RF"), st("V", "RF")], levels)
+    assert [(n.tensors[0], n.component) for n in head] == [
+        ("A", "GB"), ("Z", "GB"), ("Y", "RF"), ("X", "RF"), ("B", "RF"), ("V", "RF")
+    ]  # fmt: skip
+    # A node of a higher memory goes above the lower ones, whoever wrote them first.
+    head = [st("X", "RF")]
+    _merge_gap(head, [st("W")], levels)
+    _merge_gap(head, [st("W"), st("X", "RF")], levels)
+    assert [n.tensors[0] for n in head] == ["W", "X"]
+    with pytest.raises(FusemapError, match="internal"):
+        _merge_gap([st("X"), st("W")], [st("W"), st("X")], levels)
+
+
 # -- assembly keeps a fused tensor's lower copy ---------------------------------------
 
 
@@ -186,7 +288,8 @@ def test_assembly_keeps_a_copy_below_a_fused_backing_node():
                           T(rank_variable="m", tile_shape=1), S(tensors=["T1"], component="GB"),
                           T(rank_variable="n2", tile_shape=1), T(rank_variable="n1", tile_shape=1),
                           M.Compute(einsum="E1", component="MAC")])  # fmt: skip
-    tree = assemble(["E0", "E1"], [e0, e1], [{"T1": c}, {"T1": c}], "DRAM", wl)
+    levels = {"DRAM": 0, "GB": 1, "RF": 2}
+    tree = assemble(["E0", "E1"], [e0, e1], [{"T1": c}, {"T1": c}], "DRAM", wl, levels)
     branches = {b[-1].einsum: b for b in tree.branches()}
     rf = [n for n in branches["E0"] if isinstance(n, M.Storage) and n.component == "RF"]
     assert [n.tensors for n in rf] == [["T1"]]

@@ -28,8 +28,10 @@ def assemble(
     compat: list[dict[str, Compatibility]],
     top: str,
     workload: WorkloadInfo,
+    levels: dict[str, int],
 ) -> M.Mapping:
-    """The full mapping of ``chains`` (one pmapping per Einsum, in ``order``)."""
+    """The full mapping of ``chains`` (one pmapping per Einsum, in ``order``); ``levels``:
+    each memory's place in an order that has every path's memories top-down."""
     users = {t: [i for i, e in enumerate(order) if t in workload.einsum(e).tensors]
              for t in workload.tensors}  # fmt: skip
     n = len(order)
@@ -56,7 +58,7 @@ def assemble(
                 root.append(nodes[k])
             k += 1
         rests.append(nodes[k:])
-    body = _build(list(range(n)), 0, rests, share, fused)
+    body = _build(list(range(n)), 0, rests, share, fused, levels)
     return M.Mapping(nodes=root + body)
 
 
@@ -77,7 +79,7 @@ def _loop_index(nodes: list[M.MappingNode], d: int) -> int:
     raise FusemapError(f"internal: a pmapping has fewer than {d} loops where it shares {d}")
 
 
-def _build(members, d, rests, share, fused) -> list[M.MappingNode]:
+def _build(members, d, rests, share, fused, levels) -> list[M.MappingNode]:
     """Nodes under loop ``d`` for Einsums ``members`` (which share loops 1..d)."""
     if len(members) == 1:
         j = members[0]
@@ -108,22 +110,53 @@ def _build(members, d, rests, share, fused) -> list[M.MappingNode]:
             children.append(rests[j][starts[j] :])
             continue
         head: list[M.MappingNode] = []
-        kept: set[tuple[str, str]] = set()
         for j in run:
-            nodes = rests[j]
-            stop = _loop_index(nodes, d + 1) - 1
-            for node in nodes[starts[j] : stop]:
-                key = _copy_key(node)
-                if key is not None and key in kept:
-                    continue  # a copy an earlier user keeps here too: one node for both
-                if key is not None:
-                    kept.add(key)
-                head.append(node)
+            stop = _loop_index(rests[j], d + 1) - 1
+            _merge_gap(head, rests[j][starts[j] : stop], levels)
         loop = rests[run[0]][_loop_index(rests[run[0]], d + 1) - 1]
-        children.append(head + [loop] + _build(run, d + 1, rests, share, fused))
+        children.append(head + [loop] + _build(run, d + 1, rests, share, fused, levels))
     if len(children) == 1:
         return common + children[0]
     return common + [M.Sequential(nodes=[M.Nested(nodes=c) for c in children])]
+
+
+def _merge_gap(
+    head: list[M.MappingNode], nodes: list[M.MappingNode], levels: dict[str, int]
+) -> None:
+    """Add one user's gap ``nodes`` to a run's ``head`` (the shared path's nodes there),
+    keeping the order of each user's nodes: memory by memory, top-down (every pmapping
+    has its memories so), and in each memory, a copy an earlier user keeps there too is
+    one node for both (a shared copy, ``copies.py``); the user's nodes before it go
+    right before that node, so its chain sees them above the copy as in its pmapping,
+    and its others after all. The other users do not see them (no chain of theirs holds
+    those tensors). The join keeps its shared copies of a memory in the head's order
+    (``exposure._places``)."""
+    per: dict[str, list[M.MappingNode]] = {}
+    for node in head:
+        per.setdefault(node.component, []).append(node)  # type: ignore[attr-defined]
+    mine: dict[str, list[M.MappingNode]] = {}
+    for node in nodes:
+        mine.setdefault(node.component, []).append(node)  # type: ignore[attr-defined]
+    for memory, own in mine.items():
+        _merge_memory(per.setdefault(memory, []), own)
+    head[:] = [n for m in sorted(per, key=levels.__getitem__) for n in per[m]]
+
+
+def _merge_memory(head: list[M.MappingNode], nodes: list[M.MappingNode]) -> None:
+    """:func:`_merge_gap` within one memory."""
+    pending: list[M.MappingNode] = []
+    last = -1
+    for node in nodes:
+        key = _copy_key(node)
+        at = -1 if key is None else next((i for i, n in enumerate(head) if _copy_key(n) == key), -1)
+        if key is None or at < 0:
+            pending.append(node)
+            continue
+        if at < last:
+            raise FusemapError(f"internal: shared copies of {key[0]} in another order")
+        head[at:at] = pending
+        last, pending = at + len(pending), []
+    head.extend(pending)
 
 
 def _copy_key(node: M.MappingNode) -> tuple[str, str] | None:

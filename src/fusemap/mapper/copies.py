@@ -20,25 +20,19 @@ first user's nodes of a gap first, so the conditions below keep every chain's or
   The model moves a spatial loop in a tensor's view only among loops no holder of the
   tensor separates, so each view is that user's pmapping (checked by the brute force
   of ``tests/test_ffm_bruteforce.py`` with a fanout);
-* for a user that is not the tensor's first in the order: in its gap, the copy is the
-  first node that is not a fused backing node, and every fused backing node of the gap
-  comes before it (the assembly puts those first, then the first user's nodes). The
-  second part is a guard only (a fused backing node opens its gap); the first loses
-  nothing within one memory (its nodes come in every order, and where another tensor's
-  node sits in a gap changes no count of the copy's chain nor where it reserves).
+* for a user that is not the tensor's first in the order: no fused backing node
+  follows the copy in its gap (a guard: a fused backing node opens its gap). The
+  assembly merges the users' nodes of a gap keeping each user's order
+  (``assemble._merge_gap``); the join keeps their shared copies in one order
+  (``exposure._places``, from :attr:`CopyLevels.rank`).
 
 The copy's reservation is lowered through its gap as in each pmapping alone (in the
 order its prefix writes the gap's loops): to *depth* ``d`` (loops above the
-reservation point). Two users with the same depth make one
-reservation in the model (same node, same anchor), which the join adds once
-(``join._shared_adds``), unless ``d`` is the last loop they share: the model's
-reservation then lives for every Einsum from the first user to the last, each under
-its own loop ``d + 1``; users one right after another each count their own (the
-same bits, in their own branch: the model's usage, branch by branch), but an Einsum
-between them that does not use the tensor would not count it, so such pairs are not
-formed (:func:`fusemap.mapper.join._users_run_up_to`). Every other copy of such a tensor is
-*private*: the join never pairs it with another user sharing the loop below it
-(:func:`fusemap.mapper.join._exposed`).
+reservation point). Two users with the same depth make one reservation in the model
+(same node, same anchor), live from the first user to the last; the join counts it
+once, and for the Einsums between them (:mod:`.exposure`). Every other copy of such a
+tensor is *private*: the join never pairs it with another user sharing the loop below
+it (:func:`fusemap.mapper.exposure.exposures`).
 """
 
 from __future__ import annotations
@@ -61,6 +55,7 @@ class CopyLevels:
     shared: np.ndarray  # (len(shared_keys), rows): level of the shareable copy (0: none)
     depth: np.ndarray  # (len(shared_keys), rows): loops above its reservation point
     shared_keys: tuple[tuple[str, str], ...]  # (tensor, memory) of each row of ``shared``
+    rank: np.ndarray  # (len(shared_keys), rows): shareable copies before it, same gap and memory
 
 
 def same_view(workload: WorkloadInfo, accessors: dict[str, list[int]], order: list[str]) -> set:
@@ -130,16 +125,25 @@ class _Levels:
         self.private = {t: np.zeros(n, dtype=np.int64) for t in tensors}
         self.shared: dict[tuple[str, str], np.ndarray] = {}
         self.depth: dict[tuple[str, str], np.ndarray] = {}
+        self.slot: dict[tuple[str, str], np.ndarray] = {}  # its holder's index
         self.done: set[int] = set()
 
     def view(self, tensors: list[str]) -> CopyLevels:
         keys = tuple(sorted(self.shared))
         empty = np.zeros((0, self.n), np.int64)
+        shared = np.stack([self.shared[k] for k in keys]) if keys else empty
+        slot = np.stack([self.slot[k] for k in keys]) if keys else empty
+        rank = np.zeros_like(shared)
+        for a, (_, mem) in enumerate(keys):
+            for b, (_, other) in enumerate(keys):
+                if a != b and mem == other:
+                    rank[a] += (shared[b] == shared[a]) & (slot[b] < slot[a])
         return CopyLevels(
             np.stack([self.private[t] for t in tensors]) if tensors else empty,
-            np.stack([self.shared[k] for k in keys]) if keys else empty,
+            shared,
             np.stack([self.depth[k] for k in keys]) if keys else empty,
             keys,
+            rank,
         )
 
     def add(self, table, info: EinsumInfo, templates: list[int]) -> None:
@@ -191,6 +195,8 @@ class _Levels:
                 col = self.shared.setdefault((h.tensor, h.component), np.zeros(n, dtype=np.int64))
                 col[mine] = np.where(share, level, col[mine])
                 dep = self.depth.setdefault((h.tensor, h.component), np.zeros(n, dtype=np.int64))
+                slot = self.slot.setdefault((h.tensor, h.component), np.zeros(n, dtype=np.int64))
+                slot[mine] = np.where(share, j, slot[mine])
                 passed = _passed(info, h.tensor, res, looped[:, j], above[:, j], fusion, mine)
                 dep[mine] = np.where(share, above[:, j] + passed, dep[mine])
             level = np.where(share, 0, level)
@@ -253,13 +259,8 @@ def _shareable(res, holders, above, shareable, later, fusion, top_level, lead) -
             continue
         cand = np.ones(rows, dtype=bool)
         if h.tensor in later:
-            for i, g in enumerate(holders):
-                if i == j or g.virtual or i < lead:
-                    continue
-                same = above[:, i] == above[:, j]
-                if i < j and not fused[i]:
-                    cand &= ~same  # another node of its own before it in the gap
-                if i > j and fused[i]:
-                    cand &= ~same  # a fused backing node after it in the gap
+            for i in range(j + 1, len(holders)):
+                if fused[i]:
+                    cand &= above[:, i] != above[:, j]  # a fused backing node after it in the gap
         out[j] = cand
     return out

@@ -352,7 +352,8 @@ def _materialize(joined, row, tables, wl, arch, spec, top) -> MappedWorkload:
         chains.append(table.mapping(int(pick)))
         assert table.fusion is not None
         compat.append({c.tensor: c for c in table.fusion.compatibility(int(pick))})
-    mapping = assemble(joined.order, chains, compat, top, wl)
+    levels = {c: i for i, c in enumerate(arch.components(joined.order[0]))}
+    mapping = assemble(joined.order, chains, compat, top, wl, levels)
     result = evaluate_mapping(spec, mapping, workload=wl, arch=arch)
     fused = _fused(compat, top)
     return MappedWorkload(mapping, result, list(joined.order), fused)

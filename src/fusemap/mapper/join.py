@@ -26,7 +26,7 @@ user shares), kept under ``e`` loops, would also be a holder of that tensor for 
 other user sharing loop ``e + 1``: its chain would no longer be its pmapping (another
 level of data movement, a reservation that is no longer lowered), and neither the
 energy nor the capacity the join counted would be the model's. Such pairs are never
-formed (:func:`_exposed`; groups are also keyed by the tensors exposed on open levels),
+formed (:func:`.exposure.exposures`; groups are also keyed by the tensors exposed on open levels),
 unless both keep the same copy there: a shared copy (:mod:`.copies`), reserved once.
 """
 
@@ -43,6 +43,7 @@ from ..spec.resolve import WorkloadInfo
 from .completion import Completion, Key, live_key, prefix_compat, relaxed
 from .copies import copy_levels, same_view
 from .dependencies import EMPTY, FusionRules, State
+from .exposure import Exposure, OwnCopies, exposures, shared_adds
 from .join_rows import Group, join_pairs
 from .pareto import pareto_mask
 from .pmappings import PmappingTable
@@ -50,15 +51,6 @@ from .prefix import Compatibility
 from .renamed import result_tiles
 from .space import HOSTING, top_memory
 from .terms import tile_values
-
-Copies = tuple[tuple[int, str, int, int], ...]
-"""Shared copies of a tensor (:mod:`.copies`), sorted: (level, memory, depth of the
-reservation, loops its owner shares with what follows: least over the boundaries since).
-A piece's own copies have the last item 0."""
-Exposure = tuple[tuple[str, int, int, Copies], ...]
-"""Per tensor still to be used: (tensor, shallowest open level a user keeps a private copy
-of it above (0: none), deepest open level shared with one of its users so far, the shared
-copies on open levels)."""
 
 
 @dataclass
@@ -77,7 +69,7 @@ class _Piece:
     hosting: int | None = None
     """Loops above the pmapping's virtual hosting holder (None: it has none): what it
     shares with the users of a tensor it holds tiled, and nothing else."""
-    copies: dict[str, Copies] = field(default_factory=dict)
+    copies: dict[str, OwnCopies] = field(default_factory=dict)
     """Tensor used by another Einsum -> its shareable copies (:mod:`.copies`) on levels
     within the prefix's loops."""
 
@@ -174,17 +166,19 @@ def join(
                 nstate = rules.step(order, j, state, p.loops, p.b_prev, p.b_next)
                 if nstate is None:
                     continue  # would read a value not yet complete (dependencies.py)
-                nexposure = _exposed(exposure, p, j, order, workload, accessors)
-                if nexposure is None:
+                bits_of = _CopyBits(copy_bits, tables[name], p.loops, workload, arch, memories)
+                options = exposures(exposure, p, j, uses, accessors, bits_of)
+                if not options:
                     continue  # a copy of a tensor on another user's path (module doc)
-                shared = _shared_adds(exposure, p, tables[name], workload, arch, memories,
-                                      copy_bits)  # fmt: skip
-                pairs.append((g, p))
                 lk = (key, id(p.compat))  # p.compat: one dict per prefix, alive all step
                 if lk not in live_keys:
                     live_keys[lk] = live_key(live, p.compat, j, accessors)
-                dest.append((live_keys[lk], nstate, nexposure))
-                adds.append(p.shared_adds + hosted.adds(held, p.b_prev) + shared)
+                own = p.shared_adds + hosted.adds(held, p.b_prev)
+                own = own + shared_adds(exposure, p, uses, bits_of)
+                for nexposure, counted in options:  # counted: shared copies it lies between
+                    pairs.append((g, p))
+                    dest.append((live_keys[lk], nstate, nexposure))
+                    adds.append(own + counted)
         joined = join_pairs(pairs, dest, tables[name], memories, adds)
         if bound is not None:  # before pruning: the cut rows need not be compared
             before = sum(len(g.energy) for g in joined.values())
@@ -258,7 +252,8 @@ def _pieces(
     pattern = np.where(levels <= row_deepest, levels, 0)  # (tensors + shared copies, rows)
     n_shared = len(copies.shared_keys)
     depths = np.where(pattern[len(multi) :] > 0, copies.depth[:, rows], 0)
-    pattern = np.concatenate([pattern, depths])
+    ranks = np.where(pattern[len(multi) :] > 0, copies.rank[:, rows], 0)
+    pattern = np.concatenate([pattern, depths, ranks])
     rank = np.empty(len(seqs), dtype=np.int64)  # prefixes in order of their first row
     rank[np.argsort(first, kind="stable")] = np.arange(len(seqs))
     piece = _lexicographic_ids(np.concatenate([rank[inverse[rows]][None, :], pattern]))
@@ -272,10 +267,12 @@ def _pieces(
         pat = pattern[:, s0].tolist()
         exposed = {t: e for t, e in zip(multi, pat[:n_private], strict=True) if e > 0}
         shared: dict[str, list[tuple[int, str, int, int]]] = {}
-        lv, dp = pat[n_private : n_private + n_shared], pat[n_private + n_shared :]
-        for (t, mem), e, d in zip(copies.shared_keys, lv, dp, strict=True):
+        lv = pat[n_private : n_private + n_shared]
+        dp = pat[n_private + n_shared : n_private + 2 * n_shared]
+        rk = pat[n_private + 2 * n_shared :]
+        for (t, mem), e, d, r in zip(copies.shared_keys, lv, dp, rk, strict=True):
             if e > 0:
-                shared.setdefault(t, []).append((e, mem, d, 0))
+                shared.setdefault(t, []).append((e, mem, d, r))
         cps = {t: tuple(sorted(v)) for t, v in shared.items()}
         out.append(_Piece(idx, compat, b_prev, b_next, loops, adds, exposed, hosting, cps))
     return out
@@ -319,87 +316,6 @@ def _prefix_place(j, seq, table, info, arch, workload, accessors, memories, bits
     mark = next((k for k, t in enumerate(tokens) if t[0] == "back" and t[1] == HOSTING), None)
     hosting = None if mark is None else sum(t[0] == "loop" for t in tokens[:mark])
     return compat, b_prev, b_next, loops, adds, hosting
-
-
-def _exposed(
-    exposure: Exposure, p: _Piece, j: int, order: list[str], workload, accessors
-) -> Exposure | None:
-    """The exposure after joining ``p`` (Einsum ``j``), or None if a user of a tensor
-    would share a loop with a node of another user's own copy of it.
-
-    A copy kept under ``e`` loops is on the path of every Einsum sharing loop ``e + 1``
-    with its owner: a later user conflicts while that level stays open (every boundary
-    since shares it); a copy of the new Einsum conflicts with an earlier user sharing
-    its level. Shared copies (:mod:`.copies`) are the exception: every user sharing the
-    level keeps the same ones there."""
-    uses = workload.einsum(order[j]).tensors
-    state = {t: (lo, hi, cps) for t, lo, hi, cps in exposure}
-    for t in uses:
-        if len(accessors[t]) < 2:
-            continue
-        lo, hi, cps = state.get(t, (0, 0, ()))
-        mine = p.exposed.get(t, 0)
-        if lo > 0 or 0 < mine <= hi:
-            return None
-        own = _on_path(p, t, hi)
-        if {c[:2] for c in own} != {c[:2] for c in cps}:
-            return None  # not the same copies where they share a path
-        anchored = any(c[:3] == o[:3] and c[2] == c[3] for c in cps for o in own)
-        if anchored and not _users_run_up_to(accessors[t], j):
-            return None  # one reservation at their last shared loop, live between them
-
-    b = p.b_next
-    out = []
-    for t in sorted(set(state) | {t for t in uses if len(accessors[t]) > 1}):
-        if accessors[t][-1] <= j:
-            continue  # no later user
-        lo, hi, cps = state.get(t, (0, 0, ()))
-        if t in uses:
-            mine = p.exposed.get(t, 0)
-            lo = mine if lo == 0 or 0 < mine < lo else lo
-            hi = b
-            cps = cps + tuple((lv, m, d, b) for lv, m, d, _ in p.copies.get(t, ()))
-        else:
-            hi = min(hi, b)
-        lo = lo if 0 < lo <= b else 0
-        cps = tuple(sorted({(lv, m, d, min(s, b)) for lv, m, d, s in cps if lv <= b}))
-        if lo or hi:
-            out.append((t, lo, hi, cps))
-    return tuple(out)
-
-
-def _users_run_up_to(users: list[int], j: int) -> bool:
-    """Whether the users of a tensor before Einsum ``j`` are the Einsums right before it
-    (no Einsum between them that does not use the tensor)."""
-    before = [u for u in users if u < j]
-    return before == list(range(j - len(before), j))
-
-
-def _on_path(p: _Piece, t: str, hi: int) -> Copies:
-    """``p``'s shared copies of ``t`` on the path of an earlier user sharing ``hi`` loops."""
-    return tuple(c for c in p.copies.get(t, ()) if c[0] <= hi)
-
-
-def _shared_adds(
-    exposure: Exposure, p: _Piece, table, workload, arch, memories, bits_of: dict
-) -> list[tuple[str, int, float]]:
-    """(memory, level, -bits) of the shared copies ``p`` keeps where an earlier user
-    already reserved them: the model reserves a shared copy once (:mod:`.copies`), and
-    ``p``'s own reservations (its rows' buckets) count it again."""
-    out = []
-    info = workload.einsum(table.einsum)
-    for t, _, hi, cps in exposure:
-        if t not in info.tensors:
-            continue
-        earlier = {c[:3] for c in cps if c[2] < c[3]}  # keys p's path still shares
-        for level, mem, depth, _ in _on_path(p, t, hi):
-            if mem not in memories or (level, mem, depth) not in earlier:
-                continue
-            c = Compatibility(t, mem, p.loops[:depth])
-            if c not in bits_of:
-                bits_of[c] = _backing_bits(info, t, c, table, arch, workload)
-            out.append((mem, depth + 1, -bits_of[c]))
-    return out
 
 
 def _as_host(p: _Piece, held: list[Compatibility]) -> _Piece | None:
@@ -450,6 +366,29 @@ class _Hosted:
                 )
             out.append((c.backing, c.depth + 1, self.bits[c]))
         return out
+
+
+@dataclass
+class _CopyBits:
+    """The reservation of a piece's copy of a tensor under its first ``depth`` loops (0 in
+    a memory whose usage is not tracked), cached per Einsum and tile."""
+
+    cache: dict[tuple, float]
+    table: PmappingTable
+    loops: tuple[tuple[str, int], ...]
+    workload: WorkloadInfo
+    arch: ArchEvaluator
+    memories: dict[str, float]
+
+    def __call__(self, tensor: str, memory: str, depth: int) -> float:
+        if memory not in self.memories:
+            return 0.0
+        c = Compatibility(tensor, memory, self.loops[:depth])
+        key = (self.table.einsum, c)
+        if key not in self.cache:
+            info = self.workload.einsum(self.table.einsum)
+            self.cache[key] = _backing_bits(info, tensor, c, self.table, self.arch, self.workload)
+        return self.cache[key]
 
 
 def _backing_bits(info, tensor: str, c: Compatibility, table: PmappingTable, arch, workload):
