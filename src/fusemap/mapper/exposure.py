@@ -91,6 +91,8 @@ def exposures(
             return []
         if {c[:2] for c in on_path(p, t, hi)} != {c[:2] for c in cps}:
             return []  # not the same copies where they share a path
+    if not p.copies and not any(cps for *_, cps in exposure):
+        return [(_without_copies(state, p, j, uses, accessors), [])]
     placed = _places(exposure, p, uses)
     if placed is None:
         return []  # its shared copies in another order than an earlier user's
@@ -134,6 +136,26 @@ def exposures(
         exposed = _renumbered(tuple(x for x, _ in combo if x is not None))
         out.append((exposed, [a for _, x in combo for a in x]))
     return out
+
+
+def _without_copies(state: dict, p: Joining, j: int, uses: set[str], accessors) -> Exposure:
+    """:func:`exposures` when no shared copy is in play (the usual case, kept fast)."""
+    b = p.b_next
+    out = []
+    for t in sorted(set(state) | {t for t in uses if len(accessors[t]) > 1}):
+        if accessors[t][-1] <= j:
+            continue  # no later user
+        lo, hi, _ = state.get(t, (0, 0, ()))
+        if t in uses:
+            mine = p.exposed.get(t, 0)
+            lo = mine if lo == 0 or 0 < mine < lo else lo
+            hi = b
+        else:
+            hi = min(hi, b)
+        lo = lo if 0 < lo <= b else 0
+        if lo or hi:
+            out.append((t, lo, hi, ()))
+    return tuple(out)
 
 
 def _places(exposure: Exposure, p: Joining, uses: set[str]) -> dict | None:

@@ -174,7 +174,8 @@ def join(
                 if lk not in live_keys:
                     live_keys[lk] = live_key(live, p.compat, j, accessors)
                 own = p.shared_adds + hosted.adds(held, p.b_prev)
-                own = own + shared_adds(exposure, p, uses, bits_of)
+                if p.copies:
+                    own = own + shared_adds(exposure, p, uses, bits_of)
                 for nexposure, counted in options:  # counted: shared copies it lies between
                     pairs.append((g, p))
                     dest.append((live_keys[lk], nstate, nexposure))
