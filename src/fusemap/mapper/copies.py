@@ -231,31 +231,19 @@ def _passed(
     n = looped.sum(axis=1)
     keys = np.stack([fusion.seq[rows], above, n], axis=1)
     uniq, inverse = np.unique(keys, axis=0, return_inverse=True)
-    cache = fusion.__dict__.setdefault("_passed_cache", {})
-    found = np.array(
-        [_passed_in_prefix(cache, info, tensor, fusion, *k) for k in uniq.tolist()],
-        dtype=np.int64,
-    )
-    got = found[inverse.ravel()]
-    return np.where(got >= 0, got, out)
-
-
-def _passed_in_prefix(cache: dict, info, tensor: str, fusion, seq: int, at: int, count: int):
-    """Loops a reservation under ``at`` loops of fused prefix ``seq`` is lowered past
-    through the next ``count`` (-1: they leave the prefix, so the canonical order)."""
-    key = (info.name, tensor, seq, at, count)
-    if key not in cache:
+    found = np.full(len(uniq), -1, dtype=np.int64)
+    for u, (seq, at, count) in enumerate(uniq.tolist()):
         loops = [t for t in fusion.interner.prefixes[seq] if t[0] == "loop"]  # spatial too
         if at + count > len(loops):
-            cache[key] = -1
-        else:
-            # A spatial loop in a copy's gap is of a fanout below it: the lowering stops there.
-            kinds = [
-                "irrelevant" if is_spatial(t) else info.relevance(tensor, t[1])
-                for t in loops[at : at + count]
-            ]
-            cache[key] = lowered_past(kinds)
-    return cache[key]
+            continue  # below the prefix: the canonical order
+        # A spatial loop in a copy's gap is of a fanout below it: the lowering stops there.
+        kinds = [
+            "irrelevant" if is_spatial(t) else info.relevance(tensor, t[1])
+            for t in loops[at : at + count]
+        ]
+        found[u] = lowered_past(kinds)
+    got = found[inverse.ravel()]
+    return np.where(got >= 0, got, out)
 
 
 def _shareable(res, holders, above, shareable, later, fusion, top_level, lead) -> dict:
