@@ -108,18 +108,11 @@ def exposures(
             return []
         if last:  # no later user: it leaves the exposure (and nothing is counted again)
             continue
-        new: tuple[SharedCopy, ...] = ()
-        if t in uses:
-            mine_lo = p.exposed.get(t, 0)
-            lo = mine_lo if lo == 0 or 0 < mine_lo < lo else lo
-            hi = b
-            new = tuple(
-                SharedCopy(lv, m, d, b, bits_of(t, m, d), FRESH, placed[t, lv, m])
-                for lv, m, d, _ in own
-            )
-        else:
-            hi = min(hi, b)
-        lo = lo if 0 < lo <= b else 0
+        lo, hi = _open_levels(lo, hi, t, p, uses)
+        new = tuple(
+            SharedCopy(lv, m, d, b, bits_of(t, m, d), FRESH, placed[t, lv, m])
+            for lv, m, d, _ in own
+        )
         options = []
         for combo in itertools.product(*choices):
             kept = [e for e, _ in combo if e is not None] + list(new)
@@ -140,22 +133,28 @@ def exposures(
 
 def _without_copies(state: dict, p: Joining, j: int, uses: set[str], accessors) -> Exposure:
     """:func:`exposures` when no shared copy is in play (the usual case, kept fast)."""
-    b = p.b_next
     out = []
     for t in sorted(set(state) | {t for t in uses if len(accessors[t]) > 1}):
         if accessors[t][-1] <= j:
             continue  # no later user
         lo, hi, _ = state.get(t, (0, 0, ()))
-        if t in uses:
-            mine = p.exposed.get(t, 0)
-            lo = mine if lo == 0 or 0 < mine < lo else lo
-            hi = b
-        else:
-            hi = min(hi, b)
-        lo = lo if 0 < lo <= b else 0
+        lo, hi = _open_levels(lo, hi, t, p, uses)
         if lo or hi:
             out.append((t, lo, hi, ()))
     return tuple(out)
+
+
+def _open_levels(lo: int, hi: int, t: str, p: Joining, uses: set[str]) -> tuple[int, int]:
+    """Tensor ``t``'s (shallowest open level of a private copy, deepest open level shared
+    with a user) after ``p`` joins."""
+    b = p.b_next
+    if t in uses:
+        mine = p.exposed.get(t, 0)
+        lo = mine if lo == 0 or 0 < mine < lo else lo
+        hi = b
+    else:
+        hi = min(hi, b)
+    return (lo if 0 < lo <= b else 0), hi
 
 
 def _places(exposure: Exposure, p: Joining, uses: set[str]) -> dict | None:
@@ -210,7 +209,7 @@ def _carry(
     loops it shares with the next one."""
     if c.bits == 0:  # a memory whose usage is not tracked: only the node matters
         return [(None, [])] if matched else [(c._replace(shared=min(c.shared, b)), [])]
-    if c.shared > c.depth or c.shared < c.depth:  # level open, or anchor gone
+    if c.shared != c.depth:  # level open, or anchor gone
         if c.shared < c.depth and c.promise == KEPT:
             return []  # the later user's reservation would be another one
         return [(None, [])] if matched else [(c._replace(shared=min(c.shared, b)), [])]

@@ -166,7 +166,11 @@ def join(
                 nstate = rules.step(order, j, state, p.loops, p.b_prev, p.b_next)
                 if nstate is None:
                     continue  # would read a value not yet complete (dependencies.py)
-                bits_of = _CopyBits(copy_bits, tables[name], p.loops, workload, arch, memories)
+                bits_of = (
+                    _CopyBits(copy_bits, tables[name], p.loops, workload, arch, memories)
+                    if p.copies
+                    else _no_bits
+                )
                 options = exposures(exposure, p, j, uses, accessors, bits_of)
                 if not options:
                     continue  # a copy of a tensor on another user's path (module doc)
@@ -367,6 +371,11 @@ class _Hosted:
                 )
             out.append((c.backing, c.depth + 1, self.bits[c]))
         return out
+
+
+def _no_bits(tensor: str, memory: str, depth: int) -> float:
+    """A piece without shareable copies is never asked for their bits."""
+    raise AssertionError("no copies")
 
 
 @dataclass

@@ -444,9 +444,8 @@ class TemplateTiler(NodeCosts):
         here = [i for i, s in enumerate(self.t.spatial) if s.slot == n and s.var == v]
         if not here:
             return {1}
-        trips = [(self.t.spatial[i].trips,) for i in here]
-        if self.uneven is not None:
-            trips = [self.uneven.trips(i) for i in here]
+        uneven = self.uneven
+        trips = [uneven.trips(i) if uneven else (self.t.spatial[i].trips,) for i in here]
         return {math.prod(c) for c in itertools.product(*trips)} | {bound}
 
     def _state_above(self, prev: Stage | None, rows: int) -> np.ndarray | None:
