@@ -129,12 +129,14 @@ class PrefixInterner:
     def __init__(self) -> None:
         self.prefixes: list[tuple[Token, ...]] = [()]
         self._ids: dict[tuple[Token, ...], int] = {(): 0}
-        self._children: dict[tuple[int, tuple[Token, ...]], int] = {}
+        self._children: dict[tuple[int, int], int] = {}  # (parent, tokens' id) -> id
+        self._token_ids: dict[tuple[Token, ...], int] = {}  # tuples hash slowly: ids once
 
     def __getstate__(self) -> dict:
         # caches: not worth sending to the parent
         caches = ("_loops", "_settled", "_unmarked", "_renamings")
-        return {k: v for k, v in self.__dict__.items() if k not in caches} | {"_children": {}}
+        fresh = {"_children": {}, "_token_ids": {}}
+        return {k: v for k, v in self.__dict__.items() if k not in caches} | fresh
 
     def intern(self, prefix: tuple[Token, ...]) -> int:
         """The id of ``prefix`` (new ids for new prefixes; see :func:`canonical`)."""
@@ -196,19 +198,21 @@ class PrefixInterner:
         # One integer per (prefix, token) pair: a 1-D unique is far faster than axis=0.
         uniq, inverse = np.unique(ids * len(tokens) + which, return_inverse=True)
         parents, chosen = np.divmod(uniq, len(tokens))
+        known = self._token_ids
+        tids = [known.setdefault(x, len(known)) for x in tokens]
         new = np.array(
             [
-                self._child(p, tokens[w])
+                self._child(p, tokens[w], tids[w])
                 for p, w in zip(parents.tolist(), chosen.tolist(), strict=True)
             ],
             dtype=np.int64,
         )
         return new[inverse.ravel()]
 
-    def _child(self, parent: int, tokens: tuple[Token, ...]) -> int:
-        """The id of prefix ``parent`` followed by ``tokens`` (memoized: no long tuples
-        hashed again)."""
-        key = (parent, tokens)
+    def _child(self, parent: int, tokens: tuple[Token, ...], tid: int) -> int:
+        """The id of prefix ``parent`` followed by ``tokens`` (of id ``tid`` in
+        ``_token_ids``; memoized: no long tuples hashed again)."""
+        key = (parent, tid)
         got = self._children.get(key)
         if got is None:
             whole = self.prefixes[parent] + tokens

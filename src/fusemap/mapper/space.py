@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -490,6 +490,13 @@ def templates(
     """
     check_bounds(info)
     out = []
+    # Equal holders, spatial loops and tuples of them are one object each: templates
+    # pickle to a fraction (a worker sends 12,000 of GPT-3's Q back).
+    seen: dict = {}
+
+    def one(x):
+        return seen.setdefault(x, x)
+
     units = [compute] if compute else compute_units(info, arch)
     for unit in units:
         flat = arch.flat(info.name, unit)
@@ -508,15 +515,17 @@ def templates(
                     fused = (
                         _fused_blocks(order, flat, info, shared, config) if config.fusion else []
                     )
-                    blocked = frozenset(
-                        _dead_gaps(order, flat, info).union(*(gv for _, gv in fused))
+                    blocked = one(
+                        frozenset(_dead_gaps(order, flat, info).union(*(gv for _, gv in fused)))
                     )
+                    order = one(tuple(one(h) for h in order))
                     for loops in spatial:
                         placed = place_spatial(order, loops)
                         if not _spatial_may_share(placed, fused):
                             continue
+                        placed = one(tuple(one(x) for x in placed))
                         out.append(Template(info.name, unit, compute_level, order, placed, blocked))
-    return _sharing_parts(out)
+    return out
 
 
 def _spatial_may_share(
@@ -525,25 +534,6 @@ def _spatial_may_share(
     """Whether every spatial loop above a fused node (or hosting holder) is over a rank
     variable its gap is open to: one the Einsums exchanging the tensor can share."""
     return all((s.slot - 1, s.var) not in gv for s in placed for p, gv in fused if s.slot <= p)
-
-
-def _sharing_parts(templates: list[Template]) -> list[Template]:
-    """The templates with equal holders, spatial loops and tuples of them made one
-    object each: they pickle to a fraction (a worker sends 12,000 of GPT-3's Q back)."""
-    seen: dict = {}
-
-    def one(x):
-        return seen.setdefault(x, x)
-
-    return [
-        replace(
-            t,
-            holders=one(tuple(one(h) for h in t.holders)),
-            spatial=one(tuple(one(s) for s in t.spatial)),
-            blocked=one(frozenset(t.blocked)),
-        )
-        for t in templates
-    ]
 
 
 def _backing_combos(

@@ -38,6 +38,15 @@ class Front:
     crit: np.ndarray  # (R, front_width) criteria of this node and everything below
     mids: np.ndarray  # (R,) encoded sizes after the gap's temporal loops
     child: np.ndarray  # (R,) row of the next node's front
+    _by_state: tuple[np.ndarray, np.ndarray] | None = None
+
+    def by_state(self) -> tuple[np.ndarray, np.ndarray]:
+        """(rows ordered by state, their states): worked out once, the front is met by
+        many prefixes."""
+        if self._by_state is None:
+            order = np.argsort(self.state, kind="stable")
+            self._by_state = (order, self.state[order])
+        return self._by_state
 
 
 MAX_SHAPE_TABLE = 1 << 18
@@ -306,8 +315,7 @@ class SuffixSearch:
         """
         x = self.tiler
         front = self.front(x.p_max)
-        order = np.argsort(front.state, kind="stable")
-        sorted_state = front.state[order]
+        order, sorted_state = front.by_state()
         want = self.encode(sizes)
         lo = np.searchsorted(sorted_state, want, side="left")
         hi = np.searchsorted(sorted_state, want, side="right")
