@@ -443,9 +443,14 @@ def place_spatial(
     fanout: in each tensor's view of the chain the spatial loop stays above every
     temporal loop written below it (no reordering, whatever those loops iterate)."""
     n = len(holders)
+    slots: dict[int, int] = {}  # fanout level -> slot (loops share few levels)
     placed = []
     for s in loops:
-        slot = next((j for j, h in enumerate(holders) if h.level >= s.level and not h.virtual), n)
+        slot = slots.get(s.level)
+        if slot is None:
+            slot = slots[s.level] = next(
+                (j for j, h in enumerate(holders) if h.level >= s.level and not h.virtual), n
+            )
         placed.append(SpatialLoop(s.component, s.dimension, s.level, s.var, s.trips, slot))
     return tuple(placed)
 
