@@ -11,7 +11,10 @@ from __future__ import annotations
 import random
 from dataclasses import replace
 
+import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from fusemap.mapper import suffix
 from fusemap.mapper.pmappings import generate_pmappings
@@ -206,3 +209,34 @@ def test_a_host_keeps_the_least_energy_for_every_amount_it_may_hold(seed, tmp_pa
             if want is None
             else least(fast, held) == (pytest.approx(want, rel=1e-12))
         ), held
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.data())
+def test_dense_encoding_equals_the_generic_one(data):
+    """The compiled encoder (lookup tables end to end) gives the numpy one's codes,
+    -1 for sizes that are no candidate or past a table's end."""
+    from types import SimpleNamespace
+
+    from fusemap.mapper.suffix import SuffixSearch, dense_lookups, encode_dense
+
+    n = data.draw(st.integers(1, 4))
+    index_of, radix = [], []
+    for _ in range(n):
+        bound = data.draw(st.integers(1, 12))
+        cands = sorted(data.draw(st.sets(st.integers(1, bound), min_size=1)))
+        lookup = np.full(bound + 1, -1, dtype=np.int64)
+        lookup[cands] = np.arange(len(cands))
+        index_of.append(lookup)
+        radix.append(len(cands))
+    strides = np.cumprod([1] + radix[::-1][:-1])[::-1].astype(np.int64)
+    sizes = np.array(
+        data.draw(st.lists(st.lists(st.integers(0, 15), min_size=n, max_size=n), max_size=30)),
+        dtype=np.int64,
+    ).reshape(-1, n)
+    generic = SimpleNamespace(
+        tiler=SimpleNamespace(index_of=index_of), strides=strides, lookups=None
+    )
+    want = SuffixSearch.encode(generic, sizes)
+    table, ends = dense_lookups(index_of)
+    assert np.array_equal(encode_dense(sizes, table, ends, strides), want)

@@ -21,6 +21,7 @@ import math
 from collections import Counter
 from dataclasses import dataclass
 
+import numba
 import numpy as np
 
 from .pareto import closure_front, pareto_mask
@@ -76,7 +77,38 @@ def _axes(tiler) -> tuple:
         # rows per tile shape would make the one-pass front quadratic).
         if max(int(np.diff(off).max()) for off, _ in sources) <= 64:
             head = np.full(len(shapes), -1, dtype=np.int64)
-    return strides, np.array(radix, dtype=np.int64), sources, shapes, head
+    lookups = dense_lookups(tiler.index_of)
+    return strides, np.array(radix, dtype=np.int64), sources, shapes, head, lookups
+
+
+def dense_lookups(index_of: list) -> tuple[np.ndarray, np.ndarray] | None:
+    """Every variable's size -> candidate index table end to end, and where each ends
+    (None if some variable's is a binary search, too large for a table)."""
+    if not all(isinstance(x, np.ndarray) for x in index_of):
+        return None
+    ends = np.cumsum([0] + [len(x) for x in index_of]).astype(np.int64)
+    return np.concatenate(index_of).astype(np.int64), ends
+
+
+@numba.njit(cache=True)
+def encode_dense(sizes, table, ends, strides):
+    """:meth:`SuffixSearch.encode` by the end-to-end lookup tables of :func:`_axes`."""
+    rows, n = sizes.shape
+    out = np.empty(rows, dtype=np.int64)
+    for r in range(rows):
+        code = 0
+        for k in range(n):
+            s = sizes[r, k]
+            if s < 0 or s >= ends[k + 1] - ends[k]:
+                code = -1
+                break
+            idx = table[ends[k] + s]
+            if idx < 0:
+                code = -1
+                break
+            code += idx * strides[k]
+        out[r] = code
+    return out
 
 
 class SuffixSearch:
@@ -90,7 +122,9 @@ class SuffixSearch:
         key = (tuple(int(b) for b in tiler.bounds), tuple(tiler.imperfect))
         if key not in cache.axes:  # the same for every template of the Einsum
             cache.axes[key] = _axes(tiler)
-        self.strides, self.radix, self.sources, self.shapes, self.head = cache.axes[key]
+        self.strides, self.radix, self.sources, self.shapes, self.head, self.lookups = cache.axes[
+            key
+        ]
         self.tables = cache.tables
         self.depth_cols = {int(k) for cols in tiler.depth_cols.values() for k in cols}
         self._first: dict[str, int] | None = None  # see _complete
@@ -114,6 +148,11 @@ class SuffixSearch:
     # ------------------------------------------------------------ tile shape codes
     def encode(self, sizes: np.ndarray) -> np.ndarray:
         """One integer per tile shape (-1 when some size is not a candidate)."""
+        if self.lookups is not None:
+            table, ends = self.lookups
+            return encode_dense(
+                np.ascontiguousarray(sizes, dtype=np.int64), table, ends, self.strides
+            )
         out = np.zeros(len(sizes), dtype=np.int64)
         bad = np.zeros(len(sizes), dtype=bool)
         for k, lookup in enumerate(self.tiler.index_of):
