@@ -738,5 +738,5 @@ def _unique_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     key = np.zeros(len(rows), dtype=np.int64)
     for k in range(rows.shape[1]):
         key = key * radix[k] + rows[:, k]
-    codes, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
     return rows[first], inverse.ravel()
