@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..spec.resolve import WorkloadInfo
+from .distinct import unique_rows
 from .pmappings import PmappingTable
 from .prefix import Compatibility
 
@@ -163,7 +164,7 @@ def relaxed(
             for t in carried
         ]
         new = np.stack(cols, axis=1) if cols else np.zeros((len(s_idx), 0), dtype=np.int64)
-        states, n_idx = _unique_rows(new)
+        states, n_idx = unique_rows(new)
         cost = np.full((len(states), 2), math.inf)
         np.minimum.at(cost, n_idx, here.before[s_idx] + least[c_idx])
         bounds.append(_Boundary(carried, states, cost))
@@ -174,7 +175,7 @@ def relaxed(
 def _equi_join(left: np.ndarray, right: np.ndarray, limit: int):
     """(left rows, right rows) of every pair with equal keys (rows of the two int
     arrays, same width), or None if more than ``limit``."""
-    keys, inverse = _unique_rows(np.concatenate([left, right]))
+    keys, inverse = unique_rows(np.concatenate([left, right]))
     lk, rk = inverse[: len(left)], inverse[len(left) :]
     order = np.argsort(rk, kind="stable")
     lo = np.searchsorted(rk[order], lk, side="left")
@@ -188,21 +189,13 @@ def _equi_join(left: np.ndarray, right: np.ndarray, limit: int):
     return li, order[np.repeat(lo, sizes) + within]
 
 
-def _unique_rows(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Distinct rows of an int array (sorted) and the index of each row among them."""
-    if a.shape[1] == 0:
-        return np.zeros((1 if len(a) else 0, 0), dtype=np.int64), np.zeros(len(a), dtype=np.int64)
-    uniq, inverse = np.unique(a, axis=0, return_inverse=True)
-    return uniq, inverse.ravel()
-
-
 def _classes(table: PmappingTable, mask: np.ndarray | None, ids: dict[Compatibility, int]):
     """(shared tensors sorted, class of each row (-1: not in ``mask``), per class the id
     of each shared tensor's compatibility, per class its least energy and latency)."""
     picked = np.arange(len(table.energy)) if mask is None else np.flatnonzero(mask)
     shared, codes, local = _row_codes(table, picked)
     glob = np.array([ids.setdefault(c, len(ids)) for c in local], dtype=np.int64)
-    classes, inverse = _unique_rows(glob[codes])
+    classes, inverse = unique_rows(glob[codes])
     row_class = np.full(len(table.energy), -1, dtype=np.int64)
     row_class[picked] = inverse
     least = np.full((len(classes), 2), math.inf)

@@ -22,6 +22,7 @@ from ..model.costs import gated_fraction, total_leak_power
 from ..model.reuse import projection_terms
 from ..spec.arch_eval import FlatArch
 from ..spec.resolve import EinsumInfo
+from .distinct import unique_rows
 from .gap_orders import GapContext, canonical_order
 from .pareto import pareto_mask
 from .prefix import MARK, ForgetfulInterner, PrefixInterner, SpatialTile
@@ -558,11 +559,11 @@ class TemplateTiler(NodeCosts):
         # A row's temporal tokens depend only on the tiles its loops leave (0: no loop).
         looped = np.where(mids < here, mids, 0)
         if not any(s.slot == j + 1 for s in self.t.spatial):
-            uniq, inverse = _unique_rows(looped)
+            uniq, inverse = unique_rows(looped)
             tokens = [tuple(("loop", self.vars[k], int(u[k])) for k in order if u[k]) for u in uniq]
             return self.interner.extend(seq, tokens, inverse)
         pairs = np.concatenate([looped, mids, below] + ([] if tiles is None else [tiles]), axis=1)
-        uniq, inverse = _unique_rows(pairs)
+        uniq, inverse = unique_rows(pairs)
         tokens = [
             tuple(("loop", self.vars[k], int(u[k])) for k in order if u[k])
             + self._spatial_tokens(j, u[n : 2 * n], u[2 * n : 3 * n], u[3 * n :])
@@ -723,20 +724,3 @@ class TemplateTiler(NodeCosts):
         out = sizes[rep]
         out[:, k] = values[np.repeat(start, count) + within]
         return out, rep
-
-
-def _unique_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The distinct rows of an integer array (sorted) and each row's index among them,
-    by one integer per row when the values are non-negative and the columns' ranges
-    allow (a 1-D unique is far faster than ``axis=0``); the same answer either way."""
-    if not len(rows):
-        return rows[:0], np.zeros(0, dtype=np.int64)
-    radix = rows.max(axis=0).astype(np.int64) + 1
-    if rows.min() < 0 or float(np.prod(radix.astype(np.float64))) >= 2.0**62:
-        uniq, inverse = np.unique(rows, axis=0, return_inverse=True)
-        return uniq, inverse.ravel()
-    key = np.zeros(len(rows), dtype=np.int64)
-    for k in range(rows.shape[1]):
-        key = key * radix[k] + rows[:, k]
-    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
-    return rows[first], inverse.ravel()
