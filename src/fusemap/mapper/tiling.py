@@ -556,17 +556,20 @@ class TemplateTiler(NodeCosts):
             lambda k: self.info.relevance(holder.tensor, self.vars[k]),
         )  # fmt: skip
         n = len(self.vars)
-        # A row's temporal tokens depend only on the tiles its loops leave (0: no loop).
-        looped = np.where(mids < here, mids, 0)
-        if not any(s.slot == j + 1 for s in self.t.spatial):
-            uniq, inverse = unique_rows(looped)
-            tokens = [tuple(("loop", self.vars[k], int(u[k])) for k in order if u[k]) for u in uniq]
-            return self.interner.extend(seq, tokens, inverse)
-        pairs = np.concatenate([looped, mids, below] + ([] if tiles is None else [tiles]), axis=1)
-        uniq, inverse = unique_rows(pairs)
+        # A row's temporal tokens depend only on the tiles its loops leave (0: no loop);
+        # its spatial ones, on the sizes after and below the gap (and the tiles left).
+        cols = [np.where(mids < here, mids, 0)]
+        spread = any(s.slot == j + 1 for s in self.t.spatial)
+        if spread:
+            cols += [mids, below] + ([] if tiles is None else [tiles])
+        uniq, inverse = unique_rows(np.concatenate(cols, axis=1))
         tokens = [
             tuple(("loop", self.vars[k], int(u[k])) for k in order if u[k])
-            + self._spatial_tokens(j, u[n : 2 * n], u[2 * n : 3 * n], u[3 * n :])
+            + (
+                self._spatial_tokens(j, u[n : 2 * n], u[2 * n : 3 * n], u[3 * n :])
+                if spread
+                else ()
+            )
             for u in uniq
         ]
         return self.interner.extend(seq, tokens, inverse)
