@@ -213,11 +213,12 @@ def _row_codes(table, picked: np.ndarray) -> tuple[list[str], np.ndarray, list[C
     if origin is not None:
         base, tensors, var = origin
         names, codes, local = _row_codes(base, picked)
-        renamed = [
+        renamed = table.__dict__.setdefault("_renamed_codes", [])  # the base's list grows
+        renamed += [
             Compatibility(
                 tensors[c.tensor], c.backing, tuple((var.get(v, v), n) for v, n in c.loops)
             )
-            for c in local
+            for c in local[len(renamed) :]
         ]
         new = [tensors[t] for t in names]
         shared = sorted(new)

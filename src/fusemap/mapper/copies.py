@@ -44,7 +44,6 @@ import numpy as np
 from ..spec.resolve import EinsumInfo, WorkloadInfo
 from .gap_orders import lowered_past
 from .prefix import is_spatial
-from .renamed import result_tiles
 
 
 @dataclass(frozen=True)
@@ -93,7 +92,7 @@ def _view(info: EinsumInfo, tensor: str, common: set) -> tuple:
 
 def copy_levels(
     table,
-    info: EinsumInfo,
+    workload: WorkloadInfo,
     tensors: list[str],
     shareable: set,
     later: set,
@@ -103,7 +102,13 @@ def copy_levels(
     others may be left at 0); ``shareable``: tensors whose copies may be shared,
     ``later``: those an Einsum before this one uses. Worked out per template, once
     (cached on the table: the join runs once per order and cap, and a capped join asks
-    for few rows)."""
+    for few rows). A table renamed for an identical Einsum (``renamed_from``) reads its
+    first table's levels (row ``i`` is its row ``i`` renamed), so a chain of identical
+    Einsums works them out once, not once per Einsum."""
+    origin = table.__dict__.get("renamed_from")
+    if origin is not None:
+        return _renamed_levels(origin, workload, tensors, shareable, later, rows)
+    info = workload.einsum(table.einsum)
     cache = table.__dict__.setdefault("_copy_levels_cache", {})
     mine = set(tensors)
     key = (tuple(tensors), tuple(sorted(shareable & mine)), tuple(sorted(later & mine)))
@@ -115,6 +120,31 @@ def copy_levels(
     if todo:
         levels.add(table, info, todo)
     return levels.view(tensors)
+
+
+def _renamed_levels(origin, workload, tensors, shareable, later, rows) -> CopyLevels:
+    """:func:`copy_levels` of a renamed table, from its first table's (``origin``: that
+    table, its tensor renaming and its variable renaming)."""
+    base, names, _ = origin
+    back = {new: old for old, new in names.items()}
+    mine = set(tensors)
+    got = copy_levels(
+        base,
+        workload,
+        [back[t] for t in tensors],
+        {back[t] for t in shareable & mine},
+        {back[t] for t in later & mine},
+        rows,
+    )
+    keys = [(names[t], m) for t, m in got.shared_keys]
+    order = sorted(range(len(keys)), key=keys.__getitem__)
+    return CopyLevels(
+        got.private,  # rows in the order of ``tensors`` already
+        got.shared[order],
+        got.depth[order],
+        tuple(keys[i] for i in order),
+        got.rank[order],
+    )
 
 
 class _Levels:
@@ -156,7 +186,7 @@ class _Levels:
         by_template = _rows_by_template(table.template, templates)
         for k in templates:
             mine = by_template[k]
-            res = result_tiles(table.results, k)
+            res = table.results[k]
             holders = res.template.holders
             top_level = holders[0].level
             seen = [

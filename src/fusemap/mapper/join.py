@@ -48,7 +48,6 @@ from .join_rows import Group, join_pairs
 from .pareto import pareto_mask
 from .pmappings import PmappingTable
 from .prefix import Compatibility
-from .renamed import result_tiles
 from .space import HOSTING, top_memory
 from .terms import tile_values
 
@@ -239,7 +238,7 @@ def _pieces(
         rows = rows[np.isin(inverse[rows], needed)]
         if len(rows) == 0:
             return []
-    copies = copy_levels(table, info, multi, set(shareable), later, rows)
+    copies = copy_levels(table, workload, multi, set(shareable), later, rows)
     bits_of: dict[tuple, float] = {}  # fused tile bits by tensor, memory and tile shape
     # Per fused prefix with a row to join (a capped join allows few): its place in the order.
     meta = {
@@ -407,7 +406,7 @@ def _backing_bits(info, tensor: str, c: Compatibility, table: PmappingTable, arc
     for var, tile in c.loops:
         sizes[var] = np.array([tile])
     values = float(tile_values(projection_terms(info, tensor), sizes)[0])
-    res = result_tiles(table.results, 0).template
+    res = table.results[0].template
     comp = arch.flat(info.name, res.compute).component(c.backing)
     return values * comp.value_bits(tensor, workload.tensors[tensor].bits_per_value)
 

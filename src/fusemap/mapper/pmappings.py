@@ -23,7 +23,7 @@ from .fused_rows import fused_criteria, pruned_before_orders, stacked_buckets
 from .gap_orders import OrderCounter, ordered_as_prefix, with_gap_orders
 from .pareto import pareto_mask
 from .prefix import Compatibility, PrefixInterner, SpatialTile, marked
-from .renamed import RenamedResults, SeqRenamer
+from .renamed import RenamedInterner, RenamedResults
 from .search import TilingCounts, tile_held_variants_last
 from .signature import tiling_context
 from .space import (
@@ -154,27 +154,19 @@ class PmappingTable:
         """The same table for an identical Einsum with other tensor (and rank variable)
         names."""
         var = variables or {}
-        seqs = SeqRenamer(self.fusion.interner, tensors, var) if self.fusion else None
 
         def tiles(r: TemplateResult) -> TemplateResult:
             return renamed_result(r, einsum, tensors, var)
 
-        def rename(r: TemplateResult) -> TemplateResult:
-            out = tiles(r)
-            if r.seq is not None and seqs is not None:
-                out.seq = seqs(r.seq)
-            return out
-
         fusion = self.fusion
         if fusion is not None:
-            assert seqs is not None
             fusion = replace(
-                fusion,
-                seq=seqs(fusion.seq),
+                fusion,  # the same prefix ids, in the base's interner renamed
+                interner=RenamedInterner(fusion.interner, tensors, var),
                 shared=frozenset(tensors[t] for t in fusion.shared),
                 top={tensors[t]: m for t, m in fusion.top.items()},
             )
-        results = RenamedResults(self.results, rename, tiles)
+        results = RenamedResults(self.results, tiles)
         out = replace(self, einsum=einsum, results=results, fusion=fusion)  # type: ignore[arg-type]
         # Row i is this table's row i renamed (the relaxed join reads compatibilities
         # off the first table, :mod:`fusemap.mapper.completion`).

@@ -134,7 +134,7 @@ class PrefixInterner:
 
     def __getstate__(self) -> dict:
         # caches: not worth sending to the parent
-        caches = ("_loops", "_settled", "_unmarked", "_renamings")
+        caches = ("_loops", "_settled", "_unmarked")
         fresh = {"_children": {}, "_token_ids": {}}
         return {k: v for k, v in self.__dict__.items() if k not in caches} | fresh
 
