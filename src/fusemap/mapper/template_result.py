@@ -83,7 +83,8 @@ def renamed_result(
     result: TemplateResult, einsum: str, tensors: dict[str, str], variables: dict[str, str]
 ) -> TemplateResult:
     """The result of the same template of an Einsum equal up to tensor (and rank
-    variable) names; the fused prefixes ``seq`` as they are (the caller renames them)."""
+    variable) names; the fused prefix ids ``seq`` as they are (a renamed table reads
+    them through a renaming view of its base's interner, ``renamed.RenamedInterner``)."""
 
     def v(name: str) -> str:
         return variables.get(name, name)
