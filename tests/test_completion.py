@@ -197,23 +197,11 @@ def test_every_mapping_costs_at_least_the_relaxed_rest(kib, monkeypatch):
     assert checked > 1
 
 
-def test_renamed_tables_give_what_their_own_prefixes_give(monkeypatch):
+def test_renamed_tables_give_what_their_own_prefixes_give(renamed_chain_join):
     # Identical matmuls share one table, renamed (``renamed_from``): the relaxation reads
     # the first table's compatibilities and renames them. Without that link it reads
     # every renamed prefix; both must agree.
-    spec = load_spec(
-        example_path("arch.yaml"), example_path("matmul_chain.yaml"),
-        variables={"N": 4, "M": 8, "SIZES": [8, 8, 8, 8], "BUFFER_KIB": 0.25},
-    )  # fmt: skip
-    calls = []
-
-    def recorded(order, tables, wl, *args, **kw):
-        calls.append((order, dict(tables), wl))
-        return join(order, tables, wl, *args, **kw)
-
-    monkeypatch.setattr(ffm, "join", recorded)
-    ffm.map_workload(spec, "pareto")
-    order, tables, wl = calls[-1]
+    order, tables, wl = renamed_chain_join
     assert any("renamed_from" in t.__dict__ for t in tables.values())
     linked = relaxed(order, tables, wl)
     alone = {}

@@ -13,13 +13,9 @@ import copy as copy_module
 import numpy as np
 import pytest
 
-from fusemap.examples import example_path
-from fusemap.mapper import ffm
 from fusemap.mapper.copies import copy_levels, same_view
-from fusemap.mapper.join import join
 from fusemap.mapper.prefix import Compatibility, PrefixInterner
 from fusemap.mapper.renamed import RenamedInterner
-from fusemap.spec.spec import load_spec
 
 
 def test_renamed_prefixes_by_hand():
@@ -40,36 +36,14 @@ def test_renamed_prefixes_by_hand():
         view.intern((("loop", "n", 2),))
 
 
-@pytest.fixture(scope="module")
-def chain_tables():
-    """The last join's tables of a 4-matmul chain (identical Einsums share a table)."""
-    spec = load_spec(
-        example_path("arch.yaml"), example_path("matmul_chain.yaml"),
-        variables={"N": 4, "M": 8, "SIZES": [8, 8, 8, 8], "BUFFER_KIB": 0.25},
-    )  # fmt: skip
-    calls = []
-
-    def recorded(order, tables, wl, *args, **kw):
-        calls.append((order, dict(tables), wl))
-        return join(order, tables, wl, *args, **kw)
-
-    mp = pytest.MonkeyPatch()
-    mp.setattr(ffm, "join", recorded)
-    try:
-        ffm.map_workload(spec, "pareto")
-    finally:
-        mp.undo()
-    return calls[-1]
-
-
 def _renamed_compat(c: Compatibility, tensors: dict, var: dict) -> Compatibility:
     return Compatibility(
         tensors[c.tensor], c.backing, tuple((var.get(v, v), n) for v, n in c.loops)
     )
 
 
-def test_renamed_rows_read_as_the_base_rows_renamed(chain_tables):
-    order, tables, wl = chain_tables
+def test_renamed_rows_read_as_the_base_rows_renamed(renamed_chain_join):
+    order, tables, wl = renamed_chain_join
     renamed = [t for t in tables.values() if "renamed_from" in t.__dict__]
     assert renamed
     for table in renamed:
@@ -94,8 +68,8 @@ def test_renamed_rows_read_as_the_base_rows_renamed(chain_tables):
             )
 
 
-def test_renamed_copy_levels_equal_their_own(chain_tables):
-    order, tables, wl = chain_tables
+def test_renamed_copy_levels_equal_their_own(renamed_chain_join):
+    order, tables, wl = renamed_chain_join
     accessors = {t: [i for i, e in enumerate(order) if t in wl.einsum(e).tensors]
                  for t in wl.tensors}  # fmt: skip
     shareable = same_view(wl, accessors, order)
