@@ -41,10 +41,11 @@ def tables_once(monkeypatch):
     made: dict = {}
     real = ffm.generate_tables
 
-    def cached(spec, wl, arch, objective, *args):
-        if objective not in made:
-            made[objective] = real(spec, wl, arch, objective, *args)
-        return made[objective]
+    def cached(spec, wl, arch, objective, *args, **kwargs):
+        key = (objective, kwargs.get("self_bound"))  # tables near the least are others
+        if key not in made:
+            made[key] = real(spec, wl, arch, objective, *args, **kwargs)
+        return made[key]
 
     monkeypatch.setattr(ffm, "generate_tables", cached)
     # Every call tiles every template: the cached tables must serve every cap.

@@ -23,7 +23,8 @@ from .dependencies import FusionRules
 from .feasibility import check_einsum
 from .full_space import FullSpaceCheck, check_full_space
 from .join import Bound, Joined, join
-from .plan import fusion_plan
+from .plan import FusionPlan, fusion_plan
+from .pmappings import PmappingTable
 from .prefix import Compatibility, SpatialTile, loops_text
 from .space import check_bounds, config_from_spec, join_memories, top_memory
 from .tables import generate_tables, table_groups, tables_config
@@ -85,6 +86,9 @@ class MapStatistics:
     seconds: dict[str, float] = field(default_factory=dict)  # per phase
     peak_mb: float = 0.0  # peak resident memory of a process generating pmappings
     full_space: FullSpaceCheck | None = None  # several fused loops per variable, bounded
+    self_bounded: bool | None = None
+    """Whether the first tables, of rows near each Einsum's least (:data:`SELF_BOUND`),
+    held the answer (False: complete tables were made after them; None: not tried)."""
 
     def as_dict(self) -> dict:
         """Plain data, for JSON."""
@@ -155,66 +159,20 @@ def map_workload(
     ]
     plan = fusion_plan(wl, order_list)
     one_loop = config.fused_loops_once and len(wl.einsums) > 1 and bool(plan.fusable)
-    checks_full_space = one_loop
-    deferred = None
-    if DEFER_HOSTING and objective == "energy" and plan.host_loops:
-        deferred = DeferredHosting(spec, wl, jobs)
-    tables = generate_tables(
-        spec, wl, arch, objective, jobs, progress, stats, plan, deferred, checks_full_space
-    )
-    stats.seconds["pmappings"] = time.perf_counter() - start
-    for name, table in tables.items():
-        if len(table) == 0:
-            raise FusemapError(
-                f"Einsum {name}: no valid mapping (every tile shape overflows a buffer or "
-                "breaks a fanout constraint: check sizes, min_usage, reuse and loop_bounds)"
-            )
-    memories = _memory_sizes(wl, arch, replace(config, fusable=plan.fusable))
-    join_args = (wl, arch, objective, memories, rules)
-    t = time.perf_counter()
-    bound = math.inf
-    if epsilon > 0 and objective != "pareto":
-        # Dirty join (FFM 6.3): a valid, near-optimal mapping, whose objective bounds
-        # the clean join below (which is exact).
-        for k, order in enumerate(order_list):
-            dirty = join(order, tables, wl, arch, _join_objective(objective), memories,
-                         epsilon=epsilon, rules=rules)  # fmt: skip
-            for _, r in _pick([dirty], objective):
-                bound = min(bound, _objective_value(dirty, r, objective))
-            if progress:
-                progress("dirty join", k + 1, len(order_list))
-        stats.dirty_bound = bound if math.isfinite(bound) else None
-        stats.seconds["dirty join"] = time.perf_counter() - t
-        t = time.perf_counter()
-    if math.isfinite(bound):
-        joins = _capped_joins(bound, order_list, tables, deferred, stats, join_args, progress)
-    else:
-        joins = _deepening(objective, order_list, tables, deferred, stats, join_args, progress)
-    if checks_full_space:
-        found = _pick(joins, objective)
-        if found:
-            best = _objective_value(found[0][0], found[0][1], objective)
-            if objective == "pareto":  # a mapping no point of the front dominates
-                best = tuple((float(j.energy[r]), float(j.latency[r])) for j, r in found)
-            t_check = time.perf_counter()
-            stats.full_space = check_full_space(
-                spec, wl, tables_config(spec, plan), table_groups(wl, arch, plan), tables,
-                order_list, best, jobs, objective,
-            )  # fmt: skip
-            stats.seconds["full space"] = time.perf_counter() - t_check
-            if stats.full_space.rows_added and objective == "pareto":
-                joins = _deepening(
-                    objective, order_list, tables, deferred, stats, join_args, progress
-                )
-            elif stats.full_space.rows_added:
-                joins = _capped_joins(
-                    best, order_list, tables, deferred, stats, join_args, progress
-                )
-    stats.seconds["join"] = time.perf_counter() - t - stats.seconds.get("hosting pmappings", 0.0)
-    stats.seconds["join"] -= stats.seconds.get("full space", 0.0)
-    if deferred is not None or stats.full_space:  # the tables hold more rows now
-        stats.pmappings = {n: len(tab) for n, tab in tables.items()}
-        stats.templates = {n: tab.stats.templates for n, tab in tables.items()}
+    search = _Search(spec, wl, arch, objective, order_list, plan, jobs, progress, stats)
+    # Energy: first tables holding only the rows near each Einsum's least, enough when
+    # the optimum is there (GPT-3); if the join or the check needs more, full tables.
+    first = objective == "energy" and epsilon <= 0 and bool(DEEPENING) and SELF_BOUND is not None
+    since = start
+    for self_bound in (SELF_BOUND, None) if first else (None,):
+        found = search.run(self_bound, epsilon, one_loop, since)
+        if found is not None:
+            tables, joins = found
+            break
+        stats.self_bounded = False
+        since = time.perf_counter()
+    else:  # pragma: no cover - the last search has complete tables
+        raise AssertionError("complete tables always give an answer")
     t = time.perf_counter()
     picked = _pick(joins, objective)
     if not picked:
@@ -232,6 +190,138 @@ def map_workload(
     stats.seconds["assemble"] = time.perf_counter() - t
     stats.seconds["total"] = time.perf_counter() - start
     return MapOutcome(objective, mapped, stats, pass_bounds(spec, wl), notes)
+
+
+@dataclass
+class _Search:
+    """Tables, joins and the check of the whole fused space, for one kind of tables."""
+
+    spec: Spec
+    wl: WorkloadInfo
+    arch: ArchEvaluator
+    objective: str
+    order_list: list[list[str]]
+    plan: FusionPlan
+    jobs: int
+    progress: Progress | None
+    stats: MapStatistics
+
+    def run(
+        self, self_bound: float | None, epsilon: float, one_loop: bool, since: float
+    ) -> tuple[dict[str, PmappingTable], list[Joined]] | None:
+        """The tables and the joins that hold the answer; None if tables made with
+        ``self_bound`` prove too short for it (see :data:`SELF_BOUND`). ``one_loop``:
+        check the fused space with several loops per rank variable after the joins."""
+        spec, wl, arch, objective, stats = self.spec, self.wl, self.arch, self.objective, self.stats
+        order_list, progress = self.order_list, self.progress
+        deferred = None
+        if DEFER_HOSTING and objective == "energy" and self.plan.host_loops:
+            deferred = DeferredHosting(spec, wl, self.jobs)
+        tables = generate_tables(
+            spec, wl, arch, objective, self.jobs, progress, stats, self.plan, deferred, one_loop,
+            self_bound=self_bound,
+        )  # fmt: skip
+        _add_seconds(stats, "pmappings", time.perf_counter() - since)
+        for name, table in tables.items():
+            if len(table) == 0:
+                raise FusemapError(
+                    f"Einsum {name}: no valid mapping (every tile shape overflows a buffer or "
+                    "breaks a fanout constraint: check sizes, min_usage, reuse and loop_bounds)"
+                )
+        config = replace(config_from_spec(spec), fusion=True, fusable=self.plan.fusable)
+        join_args = (wl, arch, objective, _memory_sizes(wl, arch, config), FusionRules.of(wl))
+        bound = _dirty_bound(self, tables, join_args, epsilon) if epsilon > 0 else math.inf
+        t = time.perf_counter()
+        aside = stats.seconds.get("hosting pmappings", 0.0)
+        if math.isfinite(bound):
+            joins = _capped_joins(bound, order_list, tables, deferred, stats, join_args, progress)
+        elif any(math.isfinite(tab.complete_to) for tab in tables.values()):
+            cap = _self_bounded_cap(order_list, tables)
+            if cap is None:
+                return None
+            joins = _capped_joins(
+                cap, order_list, tables, deferred, stats, join_args, progress, False
+            )
+            if not any(len(j.energy) for j in joins):
+                return None
+        else:
+            joins = _deepening(objective, order_list, tables, deferred, stats, join_args, progress)
+        if one_loop:
+            found = _pick(joins, objective)
+            if found:
+                best = _objective_value(found[0][0], found[0][1], objective)
+                if objective == "pareto":  # a mapping no point of the front dominates
+                    best = tuple((float(j.energy[r]), float(j.latency[r])) for j, r in found)
+                t_check = time.perf_counter()
+                stats.full_space = check_full_space(
+                    spec, wl, tables_config(spec, self.plan), table_groups(wl, arch, self.plan),
+                    tables, order_list, best, self.jobs, objective,
+                )  # fmt: skip
+                aside += time.perf_counter() - t_check
+                _add_seconds(stats, "full space", time.perf_counter() - t_check)
+                if stats.full_space.incomplete:
+                    return None
+                if stats.full_space.rows_added and objective == "pareto":
+                    joins = _deepening(
+                        objective, order_list, tables, deferred, stats, join_args, progress
+                    )
+                elif stats.full_space.rows_added:
+                    joins = _capped_joins(
+                        best, order_list, tables, deferred, stats, join_args, progress
+                    )
+        aside = stats.seconds.get("hosting pmappings", 0.0) - aside
+        _add_seconds(stats, "join", time.perf_counter() - t - aside)
+        if deferred is not None or stats.full_space:  # the tables hold more rows now
+            stats.pmappings = {n: len(tab) for n, tab in tables.items()}
+            stats.templates = {n: tab.stats.templates for n, tab in tables.items()}
+        if any(math.isfinite(tab.complete_to) for tab in tables.values()):
+            stats.self_bounded = True
+        return tables, joins
+
+
+def _add_seconds(stats: MapStatistics, phase: str, seconds: float) -> None:
+    stats.seconds[phase] = stats.seconds.get(phase, 0.0) + seconds
+
+
+def _dirty_bound(search: _Search, tables, join_args, epsilon: float) -> float:
+    """Dirty join (FFM 6.3): a valid, near-optimal mapping, whose objective bounds the
+    clean join (which is exact). Infinite if it finds none (or for ``pareto``)."""
+    objective, stats = search.objective, search.stats
+    if objective == "pareto":
+        return math.inf
+    t = time.perf_counter()
+    wl, arch, _, memories, rules = join_args
+    bound = math.inf
+    for k, order in enumerate(search.order_list):
+        dirty = join(order, tables, wl, arch, _join_objective(objective), memories,
+                     epsilon=epsilon, rules=rules)  # fmt: skip
+        for _, r in _pick([dirty], objective):
+            bound = min(bound, _objective_value(dirty, r, objective))
+        if search.progress:
+            search.progress("dirty join", k + 1, len(search.order_list))
+    stats.dirty_bound = bound if math.isfinite(bound) else None
+    stats.seconds["dirty join"] = time.perf_counter() - t
+    return bound
+
+
+SELF_BOUND: float | None = 1e-3
+"""Energy objective: the first tables hold only the rows of at most ``1 + SELF_BOUND``
+times their Einsum's least energy (a branch and bound in each table's own search; none
+when :data:`DEEPENING` is empty). Every mapping within ``sum of leasts + the least
+margin`` is made of such rows, so a join capped there that finds a mapping has the
+optimum (GPT-3: every Einsum at its least); if it finds none, or the check of the
+whole fused space needs more (an Einsum below its table's least), complete tables are
+made and the search starts again."""
+
+
+def _self_bounded_cap(order_list, tables: dict[str, PmappingTable]) -> float | None:
+    """The highest energy cap whose joins need no row past a table's
+    :attr:`~PmappingTable.complete_to` (None if below the lower bound: they would find
+    nothing)."""
+    low = min(Bound.of("energy", math.inf, order, tables).lowest() for order in order_list)
+    margin = min(t.complete_to - float(t.energy.min()) for t in tables.values())
+    cap = (low + margin) / (1 + 1e-9)  # a join keeps a value v if v <= cap * (1 + 1e-9)
+    return cap if cap >= low else None
 
 
 def _deepening(objective, order_list, tables, deferred, stats, join_args, progress) -> list[Joined]:

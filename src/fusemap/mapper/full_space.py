@@ -62,6 +62,9 @@ class FullSpaceCheck:
     templates_bounded: int = 0  # templates whose floor was worked out
     templates_searched: int = 0  # of those (and hosting ones), searched again in full
     rows_added: int = 0
+    incomplete: bool = False
+    """Some table's allowance passes what it holds (:attr:`PmappingTable.complete_to`):
+    nothing was searched; the caller makes the tables complete and checks again."""
 
     def as_dict(self) -> dict[str, float]:
         """Plain numbers, for JSON."""
@@ -142,6 +145,8 @@ def check_full_space(
         cuts, excluded, wanted = _energy_cuts(
             spec, jobs, config, tables, groups, orders, best, check
         )
+        if check.incomplete:
+            return check
     else:
         cuts, excluded, wanted = _objective_cuts(objective, config, tables, groups, best, check)
     full = replace(config, fused_loops_once=False)
@@ -163,6 +168,8 @@ def _energy_cuts(spec, jobs, config, tables, groups, orders, best, check):
     bases = sorted(groups)
     least_once = {b: float(tables[b].energy.min()) for b in bases}
     floors, allowance = _floors(spec, jobs, config, tables, least_once, groups, orders, best, check)
+    # Floors above a self-bounded table's bound are not exact, nor are its rows complete.
+    check.incomplete = any(allowance[b] > tables[b].complete_to for b in bases)
     known = {b: {**tables[b].floors, **floors[b]} for b in bases}
     wanted = [b for b in bases if _may_gain(b, floors[b], tables[b], allowance[b], config)]
     cuts = {b: RowCut("energy", allowance[b]) for b in bases}  # the others already in

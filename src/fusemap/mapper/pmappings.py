@@ -106,6 +106,9 @@ class PmappingTable:
     """Per template with two loop gaps or more above its deepest fused node: its least
     energy over the whole fused space if at most ``full_ceiling``, else +inf
     (:mod:`fusemap.mapper.full_space`; empty when not asked)."""
+    complete_to: float = np.inf
+    """Every pmapping of energy at most this is in the table (a self-bounded search,
+    ``generate_pmappings(self_bound=...)``, left out costlier ones)."""
     full_ceiling: float = -np.inf
     full_floors_latency: dict[tuple, float] = field(default_factory=dict)
     """Latency and EDP objectives: per template of :attr:`full_floors` (then exact, no
@@ -245,6 +248,7 @@ def generate_pmappings(
     given: list[Template] | None = None,
     ceiling: float = np.inf,
     full_floors: bool = False,
+    self_bound: float | None = None,
 ) -> PmappingTable:
     """Tile every template of ``einsum`` and keep the Pareto-optimal pmappings.
 
@@ -261,6 +265,10 @@ def generate_pmappings(
     ``full_floors``: also fill :attr:`PmappingTable.full_floors` (each template with two
     loop gaps or more above its deepest fused node searched again with relaxed prefixes,
     in the same search: the nodes below its deepest fused node are searched alike).
+    ``self_bound`` (energy objective): keep only the rows of at most ``1 + self_bound``
+    times the Einsum's least energy (branch and bound on the least so far; some above
+    may remain; templates that fuse nothing keep their own bound). The table's
+    :attr:`PmappingTable.complete_to` says up to where it is complete.
     """
     from ..spec.resolve import resolve_workload
 
@@ -315,6 +323,8 @@ def generate_pmappings(
                     variants.add(len(tilers) - 1)
     for t in tilers:
         t.ceiling = ceiling
+        if self_bound is not None and not t.alone:
+            t.bounded_by_least, t.least_slack = True, self_bound
     if full_floors:  # each twin right after its template: their fronts are alive together
         tilers, variants = _with_relaxed_twins(tilers, variants, objective == "energy")
     counts = TilingCounts()
@@ -372,6 +382,7 @@ def generate_pmappings(
     if table.fusion is not None:
         _keep_used_prefixes(table)
     table.floors = floors
+    table.complete_to = counts.complete_to
     if relaxed:
         table.full_ceiling = full_ceiling
         table.full_floors = {k: _floor_under(r, full_ceiling) for k, r in relaxed.items()}

@@ -21,6 +21,9 @@ class TilingCounts:
     stages: int = 0
     evaluated: int = 0  # partial tile shapes costed
     valid: int = 0  # of those, within every capacity
+    complete_to: float = np.inf
+    """Energy up to which the rows of the self-bounded tilers (bounded by their own
+    least so far, :attr:`TemplateTiler.least_slack`) were all kept."""
 
 
 def tile_templates(
@@ -77,7 +80,17 @@ def tile_templates(
                 key = tiler.share_key()
                 more = shared.get(key) if key is not None else None
                 if more is None:
-                    more = below(tiler, stages[-1] if stages else None, fronts)
+                    prev = stages[-1] if stages else None
+                    if below is stages_below_fused_node:
+                        # The loosest ceiling of the templates sharing the result.
+                        sharing = [tiler] if key is None else [
+                            t for t in (tilers[k] for k in group)
+                            if t.p_max == j and t.share_key() == key
+                        ]  # fmt: skip
+                        ceiling = max(_ceiling(best, [t], least[0]) for t in sharing)
+                        more = below(tiler, prev, fronts, ceiling)
+                    else:
+                        more = below(tiler, prev, fronts)
                     if key is not None:
                         shared[key] = more
                     if counts is not None:
@@ -119,6 +132,9 @@ def tile_templates(
             by_unit.setdefault(t.t.compute, []).append(i)
     for members in by_unit.values():
         descend(members, 0, [])
+    bounded = [t.least_slack for t in tilers if t.bounded_by_least and not t.relaxed]
+    if counts is not None and bounded:  # the least only fell: its last ceiling is the lowest
+        counts.complete_to = min(counts.complete_to, least[0] * (1 + min(bounded)))
     return [r for r in out if r is not None]
 
 
@@ -154,7 +170,8 @@ def _ceiling(best: dict[tuple, float], members: list[TemplateTiler], least: floa
     if np.isfinite(bound) and all(t.alone for t in members):
         out = bound * (1 + 1e-9) - min(t.leaf_energy for t in members)
     own = max(
-        min(t.ceiling, least if t.bounded_by_least else np.inf) * (1 + 1e-9) - t.leaf_energy
+        min(t.ceiling, least * (1 + t.least_slack) if t.bounded_by_least else np.inf) * (1 + 1e-9)
+        - t.leaf_energy
         for t in members
     )
     return min(out, own)

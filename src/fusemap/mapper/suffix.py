@@ -345,9 +345,10 @@ class SuffixSearch:
         return out
 
     # ------------------------------------------------------------ meeting the prefix
-    def meet(self, sizes, crit, seq, depth):
+    def meet(self, sizes, crit, seq, depth, ceiling: float = np.inf):
         """Every prefix row (tile shape ``sizes`` at the deepest fused node) joined with
-        the front of its tile shape, fitted and pruned per fused prefix.
+        the front of its tile shape, fitted and pruned per fused prefix; rows of energy
+        above ``ceiling`` (all but the compute leaf's, which is added last) dropped.
 
         Returns (prefix row, per-node front rows, criteria, seq) of the survivors; the
         front rows list one array per node from the fused node down.
@@ -365,7 +366,7 @@ class SuffixSearch:
         total = crit[pre]
         total[:, : x.front_width] += front.crit[rows]
         self.evaluated += len(pre)
-        fits = np.ones(len(pre), dtype=bool)
+        fits = total[:, 0] <= ceiling
         for c in x.res_cols:
             fits &= x._memory_total(total, c) <= x.capacity[c] * (1 + 1e-9)
         pre, rows, total = pre[fits], rows[fits], total[fits]
@@ -536,16 +537,17 @@ class FrontCache:
 
 
 def stages_below_fused_node(
-    tiler: TemplateTiler, prev: Stage | None, cache: FrontCache
+    tiler: TemplateTiler, prev: Stage | None, cache: FrontCache, ceiling: float = np.inf
 ) -> list[Stage]:
     """The stages from the deepest fused node down, searched bottom-up and met with the
-    prefix rows ``prev`` (what :meth:`TemplateTiler.stage` would give, much faster)."""
+    prefix rows ``prev`` (what :meth:`TemplateTiler.stage` would give, much faster).
+    Complete rows whose energy less the compute leaf's passes ``ceiling`` are dropped."""
     search = SuffixSearch(tiler, cache)
     sizes, crit, seq, depth = tiler.rows_above(prev)
     holder = tiler.t.holders[tiler.p_max]
     token = (("back", holder.tensor, holder.component),)
     seq = cache.backed(prev, seq, token, tiler.interner)
-    pre, chain, total, new_seq, new_depth = search.meet(sizes, crit, seq, depth)
+    pre, chain, total, new_seq, new_depth = search.meet(sizes, crit, seq, depth, ceiling)
     stages = []
     for below, mids, parents in search.trail(chain, pre):
         empty = np.zeros((len(below), 0))

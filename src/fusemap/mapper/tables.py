@@ -37,13 +37,16 @@ def generate_tables(
     plan: FusionPlan | None = None,
     deferred: DeferredHosting | None = None,
     floors: bool = False,
+    self_bound: float | None = None,
 ) -> dict[str, PmappingTable]:
     """Fused pmappings of every Einsum; Einsums equal up to tensor names share one.
     ``plan``: what may be fused how (None: every shared tensor, tiled or not, and every
     Einsum may host). ``deferred`` (energy objective): tile no hosting template, record
     them there (:mod:`fusemap.mapper.deferred_hosting`). ``floors``: with each table, its
     templates' least energies over the whole fused space up to its own least
-    (:mod:`fusemap.mapper.full_space`)."""
+    (:mod:`fusemap.mapper.full_space`). ``self_bound``: each table holds only its rows of
+    at most ``1 + self_bound`` times its least energy (and some more;
+    :attr:`PmappingTable.complete_to`)."""
     plan = plan or FusionPlan(
         frozenset(wl.shared), {}, frozenset(e.name for e in wl.einsums), {}, {}
     )
@@ -70,8 +73,15 @@ def generate_tables(
         with quiet_worker_restarts():
             done = Parallel(n_jobs=jobs, return_as="generator", batch_size=1)(
                 delayed(_generate_kind)(
-                    spec, names, gen_objective, config, limits.current(), defer, floors=floors
-                )
+                    spec,
+                    names,
+                    gen_objective,
+                    config,
+                    limits.current(),
+                    defer,
+                    floors=floors,
+                    self_bound=self_bound,
+                )  # fmt: skip
                 for names in jobs_in_order
             )
             for kind in done:
@@ -82,7 +92,7 @@ def generate_tables(
     else:
         for names in jobs_in_order:
             kind = _generate_kind(
-                spec, names, gen_objective, config, None, defer, wl, arch, floors=floors
+                spec, names, gen_objective, config, None, defer, wl, arch, floors, self_bound
             )
             for table in kind:
                 made[table.einsum] = table
@@ -150,6 +160,7 @@ def _generate_kind(
     wl: WorkloadInfo | None = None,
     arch: ArchEvaluator | None = None,
     floors: bool = False,
+    self_bound: float | None = None,
 ) -> list[PmappingTable]:
     """The tables of Einsums equal up to names (one after another, sharing the fronts
     of their suffix searches). In a worker process (``limits_in_force`` given): the
@@ -165,6 +176,7 @@ def _generate_kind(
             table = generate_pmappings(
                 spec, einsum, objective=objective, config=config, workload=wl, arch=arch,
                 only=only, with_floors=defer, fronts=store, full_floors=floors,
+                self_bound=self_bound,
             )  # fmt: skip
             out.append(table)
         del store  # before the memory is given back

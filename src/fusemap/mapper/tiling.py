@@ -105,6 +105,10 @@ class TemplateTiler(NodeCosts):
         self.fusion = config.fusion
         self.relaxed = config.relaxed_prefixes
         self.bounded_by_least = self.relaxed  # see relaxed_twin
+        self.least_slack = 0.0
+        """With :attr:`bounded_by_least`: rows above the least energy so far times
+        ``1 + least_slack`` are of no use (0 for relaxed twins; see
+        :func:`fusemap.mapper.pmappings.generate_pmappings`'s ``self_bound``)."""
         self.ceiling = math.inf
         """Energy above which a row is of no use (branch and bound; set by the caller)."""
         self.once = config.fused_loops_once and not self.relaxed
@@ -277,7 +281,7 @@ class TemplateTiler(NodeCosts):
         of no use (:func:`fusemap.mapper.search.tile_templates`)."""
         twin = copy.copy(self)
         twin.relaxed, twin.once = True, False
-        twin.bounded_by_least = bounded
+        twin.bounded_by_least, twin.least_slack = bounded, 0.0
         twin.interner = ForgetfulInterner()
         if self.uneven is not None:  # its own trips to share (UnevenCounts.share)
             twin.uneven = copy.copy(self.uneven)
