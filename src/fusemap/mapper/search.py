@@ -61,6 +61,21 @@ def tile_templates(
         if progress:
             progress(1)
 
+    floors: dict[int, float] = {}
+
+    def below_floor(i: int, j: int) -> float:
+        """Least energy the nodes below stage ``j`` add to a row of self-bounded tiler
+        ``i`` (its fused node's bottom-up front, built now instead of when met: those
+        nodes' energy is the front row's, and the nodes between only add); 0 if not
+        known."""
+        t = tilers[i]
+        if not t.bounded_by_least or t.relaxed or j >= t.p_max or not SuffixSearch.applies(t):
+            return 0.0
+        if i not in floors:
+            crit = SuffixSearch(t, fronts).front(t.p_max).crit
+            floors[i] = float(crit[:, 0].min()) if len(crit) else np.inf
+        return floors[i]
+
     def descend(group: list[int], j: int, stages: list[Stage]) -> None:
         first = tilers[group[0]]
         if j == len(first.t.holders):
@@ -106,7 +121,9 @@ def tile_templates(
             forks.setdefault(tilers[i].stage_key(j), []).append(i)
         for members in forks.values():
             tiler = tilers[members[0]]
-            ceiling = _ceiling(best, [tilers[i] for i in members], least[0])
+            ceiling = max(
+                _ceiling(best, [tilers[i]], least[0]) - below_floor(i, j) for i in members
+            )
             st = tiler.stage(j, stages[-1] if stages else None, ceiling)
             if counts is not None:
                 counts.stages += 1
