@@ -232,7 +232,13 @@ class _Search:
         join_args = (wl, arch, objective, _memory_sizes(wl, arch, config), FusionRules.of(wl))
         bound = _dirty_bound(self, tables, join_args, epsilon) if epsilon > 0 else math.inf
         t = time.perf_counter()
-        aside = stats.seconds.get("hosting pmappings", 0.0)
+        hosted = stats.seconds.get("hosting pmappings", 0.0)
+        checked = 0.0
+
+        def joined() -> None:  # the join's own time (also of a round given up)
+            aside = stats.seconds.get("hosting pmappings", 0.0) - hosted + checked
+            _add_seconds(stats, "join", time.perf_counter() - t - aside)
+
         if math.isfinite(bound):
             joins = _capped_joins(bound, order_list, tables, deferred, stats, join_args, progress)
         elif any(math.isfinite(tab.complete_to) for tab in tables.values()):
@@ -243,6 +249,7 @@ class _Search:
                 cap, order_list, tables, deferred, stats, join_args, progress, False
             )
             if not any(len(j.energy) for j in joins):
+                joined()
                 return None
         else:
             joins = _deepening(objective, order_list, tables, deferred, stats, join_args, progress)
@@ -257,9 +264,10 @@ class _Search:
                     spec, wl, tables_config(spec, self.plan), table_groups(wl, arch, self.plan),
                     tables, order_list, best, self.jobs, objective,
                 )  # fmt: skip
-                aside += time.perf_counter() - t_check
-                _add_seconds(stats, "full space", time.perf_counter() - t_check)
+                checked = time.perf_counter() - t_check
+                _add_seconds(stats, "full space", checked)
                 if stats.full_space.incomplete:
+                    joined()
                     return None
                 if stats.full_space.rows_added and objective == "pareto":
                     joins = _deepening(
@@ -269,8 +277,7 @@ class _Search:
                     joins = _capped_joins(
                         best, order_list, tables, deferred, stats, join_args, progress
                     )
-        aside = stats.seconds.get("hosting pmappings", 0.0) - aside
-        _add_seconds(stats, "join", time.perf_counter() - t - aside)
+        joined()
         if deferred is not None or stats.full_space:  # the tables hold more rows now
             stats.pmappings = {n: len(tab) for n, tab in tables.items()}
             stats.templates = {n: tab.stats.templates for n, tab in tables.items()}
