@@ -51,6 +51,12 @@ def main() -> None:
     print(f"joins capped at {st.caps} (None: unbounded); rows joined per step {st.joined}")
     print(f"hosting templates tiled before each join {st.hosting_templates}")
     print(f"several fused loops per variable: {st.full_space}")
+    print(
+        "tables near each Einsum's least first: "
+        + {True: "they held the answer", False: "complete tables were needed"}.get(
+            st.self_bounded, "not tried"
+        )
+    )
     print("pmapping CPU seconds per table "
           + ", ".join(f"{k} {v:.1f}" for k, v in st.pmapping_seconds.items()))  # fmt: skip
 

@@ -70,6 +70,9 @@ def main() -> None:
                 f"{st.seconds['full space']:.2f} s",
                 flush=True,
             )
+        if st.self_bounded is not None:
+            held = "held the answer" if st.self_bounded else "were not enough"
+            print(f"{'':>8}  tables near each Einsum's least first: {held}", flush=True)
     if 8 in per and max(per) > 8:
         print(f"per-Einsum time at {max(per)} / at 8: {per[max(per)] / per[8]:.2f} (target <= 1.5)")
 
