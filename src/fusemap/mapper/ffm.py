@@ -159,7 +159,9 @@ def map_workload(
     ]
     plan = fusion_plan(wl, order_list)
     one_loop = config.fused_loops_once and len(wl.einsums) > 1 and bool(plan.fusable)
-    search = _Search(spec, wl, arch, objective, order_list, plan, jobs, progress, stats)
+    memories = _memory_sizes(wl, arch, replace(config, fusable=plan.fusable))
+    join_args = (wl, arch, objective, memories, rules)
+    search = _Search(spec, order_list, plan, jobs, progress, stats, join_args)
     # Energy: first tables holding only the rows near each Einsum's least, enough when
     # the optimum is there (GPT-3); if the join or the check needs more, full tables.
     first = objective == "energy" and epsilon <= 0 and bool(DEEPENING) and SELF_BOUND is not None
@@ -197,14 +199,12 @@ class _Search:
     """Tables, joins and the check of the whole fused space, for one kind of tables."""
 
     spec: Spec
-    wl: WorkloadInfo
-    arch: ArchEvaluator
-    objective: str
     order_list: list[list[str]]
     plan: FusionPlan
     jobs: int
     progress: Progress | None
     stats: MapStatistics
+    join_args: tuple  # (workload, arch, objective, memory sizes, fusion rules)
 
     def run(
         self, self_bound: float | None, epsilon: float, one_loop: bool, since: float
@@ -212,14 +212,14 @@ class _Search:
         """The tables and the joins that hold the answer; None if tables made with
         ``self_bound`` prove too short for it (see :data:`SELF_BOUND`). ``one_loop``:
         check the fused space with several loops per rank variable after the joins."""
-        spec, wl, arch, objective, stats = self.spec, self.wl, self.arch, self.objective, self.stats
-        order_list, progress = self.order_list, self.progress
+        wl, arch, objective, _, _ = self.join_args
+        stats = self.stats
         deferred = None
         if DEFER_HOSTING and objective == "energy" and self.plan.host_loops:
-            deferred = DeferredHosting(spec, wl, self.jobs)
+            deferred = DeferredHosting(self.spec, wl, self.jobs)
         tables = generate_tables(
-            spec, wl, arch, objective, self.jobs, progress, stats, self.plan, deferred, one_loop,
-            self_bound=self_bound,
+            self.spec, wl, arch, objective, self.jobs, self.progress, stats, self.plan,
+            deferred, one_loop, self_bound=self_bound,
         )  # fmt: skip
         _add_seconds(stats, "pmappings", time.perf_counter() - since)
         for name, table in tables.items():
@@ -228,76 +228,92 @@ class _Search:
                     f"Einsum {name}: no valid mapping (every tile shape overflows a buffer or "
                     "breaks a fanout constraint: check sizes, min_usage, reuse and loop_bounds)"
                 )
-        config = replace(config_from_spec(spec), fusion=True, fusable=self.plan.fusable)
-        join_args = (wl, arch, objective, _memory_sizes(wl, arch, config), FusionRules.of(wl))
-        bound = _dirty_bound(self, tables, join_args, epsilon) if epsilon > 0 else math.inf
+        bound = _dirty_bound(self, tables, epsilon) if epsilon > 0 else math.inf
+        cut = any(math.isfinite(tab.complete_to) for tab in tables.values())
         t = time.perf_counter()
-        hosted = stats.seconds.get("hosting pmappings", 0.0)
-        checked = 0.0
-
-        def joined() -> None:  # the join's own time (also of a round given up)
-            aside = stats.seconds.get("hosting pmappings", 0.0) - hosted + checked
-            _add_seconds(stats, "join", time.perf_counter() - t - aside)
-
-        if math.isfinite(bound):
-            joins = _capped_joins(bound, order_list, tables, deferred, stats, join_args, progress)
-        elif any(math.isfinite(tab.complete_to) for tab in tables.values()):
-            cap = _self_bounded_cap(order_list, tables)
-            if cap is None:
-                return None
-            joins = _capped_joins(
-                cap, order_list, tables, deferred, stats, join_args, progress, False
-            )
-            if not any(len(j.energy) for j in joins):
-                joined()
-                return None
-        else:
-            joins = _deepening(objective, order_list, tables, deferred, stats, join_args, progress)
-        if one_loop:
-            found = _pick(joins, objective)
-            if found:
-                best = _objective_value(found[0][0], found[0][1], objective)
-                if objective == "pareto":  # a mapping no point of the front dominates
-                    best = tuple((float(j.energy[r]), float(j.latency[r])) for j, r in found)
-                t_check = time.perf_counter()
-                stats.full_space = check_full_space(
-                    spec, wl, tables_config(spec, self.plan), table_groups(wl, arch, self.plan),
-                    tables, order_list, best, self.jobs, objective,
-                )  # fmt: skip
-                checked = time.perf_counter() - t_check
-                _add_seconds(stats, "full space", checked)
-                if stats.full_space.incomplete:
-                    joined()
-                    return None
-                if stats.full_space.rows_added and objective == "pareto":
-                    joins = _deepening(
-                        objective, order_list, tables, deferred, stats, join_args, progress
-                    )
-                elif stats.full_space.rows_added:
-                    joins = _capped_joins(
-                        best, order_list, tables, deferred, stats, join_args, progress
-                    )
-        joined()
+        aside = _aside(stats)
+        joins = self._joins(tables, deferred, bound, cut)
+        if joins is not None and one_loop:
+            joins = self._checked(tables, deferred, joins)
+        # The join's own time (also of a round given up).
+        _add_seconds(stats, "join", time.perf_counter() - t - (_aside(stats) - aside))
+        if joins is None:
+            return None
         if deferred is not None or stats.full_space:  # the tables hold more rows now
             stats.pmappings = {n: len(tab) for n, tab in tables.items()}
             stats.templates = {n: tab.stats.templates for n, tab in tables.items()}
-        if any(math.isfinite(tab.complete_to) for tab in tables.values()):
+        if cut:
             stats.self_bounded = True
         return tables, joins
+
+    def _capped(self, cap, tables, deferred, completed: bool = True) -> list[Joined]:
+        return _capped_joins(
+            cap, self.order_list, tables, deferred, self.stats, self.join_args, self.progress,
+            completed,
+        )  # fmt: skip
+
+    def _deepening(self, tables, deferred) -> list[Joined]:
+        return _deepening(
+            self.join_args[2], self.order_list, tables, deferred, self.stats, self.join_args,
+            self.progress,
+        )  # fmt: skip
+
+    def _joins(self, tables, deferred, bound: float, cut: bool) -> list[Joined] | None:
+        """The joins: capped at ``bound`` if finite; with tables ``cut`` near their
+        leasts, capped where they are complete (None if that finds nothing); else
+        deepening caps."""
+        if math.isfinite(bound):
+            return self._capped(bound, tables, deferred)
+        if not cut:
+            return self._deepening(tables, deferred)
+        cap = _self_bounded_cap(self.order_list, tables)
+        if cap is None:
+            return None
+        joins = self._capped(cap, tables, deferred, False)
+        return joins if any(len(j.energy) for j in joins) else None
+
+    def _checked(self, tables, deferred, joins: list[Joined]) -> list[Joined] | None:
+        """``joins``, or the joins again if the check of the whole fused space added
+        rows that may do better (None: the tables are too short for the check)."""
+        wl, arch, objective, _, _ = self.join_args
+        found = _pick(joins, objective)
+        if not found:
+            return joins
+        best = _objective_value(found[0][0], found[0][1], objective)
+        if objective == "pareto":  # a mapping no point of the front dominates
+            best = tuple((float(j.energy[r]), float(j.latency[r])) for j, r in found)
+        t_check = time.perf_counter()
+        check = self.stats.full_space = check_full_space(
+            self.spec, wl, tables_config(self.spec, self.plan), table_groups(wl, arch, self.plan),
+            tables, self.order_list, best, self.jobs, objective,
+        )  # fmt: skip
+        _add_seconds(self.stats, "full space", time.perf_counter() - t_check)
+        if check.incomplete:
+            return None
+        if check.rows_added and objective == "pareto":
+            return self._deepening(tables, deferred)
+        if check.rows_added:
+            return self._capped(best, tables, deferred)
+        return joins
+
+
+def _aside(stats: MapStatistics) -> float:
+    """Seconds so far of the phases timed inside the join's (hosting templates, check)."""
+    return stats.seconds.get("hosting pmappings", 0.0) + stats.seconds.get("full space", 0.0)
 
 
 def _add_seconds(stats: MapStatistics, phase: str, seconds: float) -> None:
     stats.seconds[phase] = stats.seconds.get(phase, 0.0) + seconds
 
 
-def _dirty_bound(search: _Search, tables, join_args, epsilon: float) -> float:
+def _dirty_bound(search: _Search, tables, epsilon: float) -> float:
     """Dirty join (FFM 6.3): a valid, near-optimal mapping, whose objective bounds the
     clean join (which is exact). Infinite if it finds none (or for ``pareto``)."""
-    objective, stats = search.objective, search.stats
+    objective, stats = search.join_args[2], search.stats
     if objective == "pareto":
         return math.inf
     t = time.perf_counter()
-    wl, arch, _, memories, rules = join_args
+    wl, arch, _, memories, rules = search.join_args
     bound = math.inf
     for k, order in enumerate(search.order_list):
         dirty = join(order, tables, wl, arch, _join_objective(objective), memories,
