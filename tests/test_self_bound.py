@@ -3,18 +3,28 @@ to their bound, and the mapper's answer with them the same as with complete tabl
 
 from __future__ import annotations
 
+import random
+from dataclasses import replace
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 
 from fusemap.examples import example_path
-from fusemap.mapper import ffm
+from fusemap.mapper import ffm, search, suffix, tables
 from fusemap.mapper.dependencies import FusionRules
 from fusemap.mapper.plan import fusion_plan
+from fusemap.mapper.pmappings import generate_pmappings
+from fusemap.mapper.space import config_from_spec
 from fusemap.mapper.tables import generate_tables
 from fusemap.spec.arch_eval import ArchEvaluator
 from fusemap.spec.resolve import resolve_workload
 from fusemap.spec.spec import load_spec
+from model_helpers import access, arch, compute_unit, einsum, memory, to_yaml, workload
+from test_deferred_hosting import _config
 from test_ffm_bruteforce import _case
+from test_front_store import PROJECTIONS, _rows
+from test_looptree_oracle import _mm
 
 MARGIN = 0.3
 """Wide, so that many rows lie between the least and the bound."""
@@ -86,3 +96,116 @@ def test_the_answer_does_not_depend_on_the_self_bound(make, enough, tmp_path, mo
     complete = ffm.map_workload(spec, "energy")
     assert complete.statistics.self_bounded is None
     assert first.best.result.energy == pytest.approx(complete.best.result.energy, rel=1e-12)
+
+
+def _fills_dominate(seed: int, tmp_path, projections: bool):
+    """Einsums whose energy is nearly all in filling the register file below the deepest
+    fused node (RF writes dear, every other action cheap, outputs bypass the RF): the
+    bottom-up fronts carry nearly the whole energy, so a front row cut too low loses
+    rows near the bound. ``projections``: X read by three equal projections P, Q and R
+    (tables made one after another, sharing fronts), else a chain of three matmuls."""
+    rng = random.Random(seed)
+    b = {"m": rng.choice([4, 8, 12])} | {f"n{i}": rng.choice([2, 4, 6]) for i in range(4)}
+    if projections:
+        es = [_mm(e, "X", "W" + e, "T" + e, "n0", "n1") for e in PROJECTIONS]
+        es.append(einsum("S", access("TP", ["m", "n1"]), access("TQ", ["m", "n1"]),
+                         access("S", ["m", "n1"], output=True)))  # fmt: skip
+        es.append(einsum("T", access("S", ["m", "n1"]), access("TR", ["m", "n1"]),
+                         access("T", ["m", "n1"], output=True)))  # fmt: skip
+    else:
+        es = [_mm(f"E{i}", f"T{i}", f"W{i}", f"T{i + 1}", f"n{i}", f"n{i + 1}") for i in range(3)]
+    nodes = [
+        memory("DRAM", "inf", 0.05, 0.05, tensors={"keep": "~Intermediates", "may_keep": "All"}),
+        memory(
+            "GB", rng.choice([256, 512, 1024]), 0.01, 0.01, read_tp=2, tensors={"may_keep": "All"}
+        ),  # fmt: skip
+        memory("RF", rng.choice([32, 64]), 0.01, 5, tensors={"keep": "Inputs"}),
+        compute_unit("MAC", 0, throughput=2),
+    ]
+    path = tmp_path / f"fills{seed}.yaml"
+    path.write_text(to_yaml({**arch(*nodes), **workload(b, *es)}))
+    return load_spec(path)
+
+
+def _rows_up_to(table, bound: float) -> np.ndarray:
+    keep = table.energy <= bound
+    return np.array(sorted(zip(table.energy[keep], table.latency[keep], strict=True)))
+
+
+@pytest.mark.parametrize("seed", [5, 6, 7])
+def test_fronts_cut_at_the_ceiling_keep_every_row_up_to_the_bound(seed, tmp_path):
+    """Nearly all the energy lies below the deepest fused node: the bottom-up fronts are
+    cut at the loosest ceiling of the templates that meet them, and the table still holds,
+    row for row, every row of the complete one up to its bound."""
+    spec = _fills_dominate(seed, tmp_path, projections=False)
+    config = replace(config_from_spec(spec), fusion=True, hosts=frozenset())
+    left_out = 0
+    for name in ("E0", "E1", "E2"):
+        whole = generate_pmappings(spec, name, objective="energy", config=config)
+        part = generate_pmappings(spec, name, objective="energy", config=config,
+                                  self_bound=MARGIN)  # fmt: skip
+        assert part.complete_to >= float(whole.energy.min()) * (1 + MARGIN) * (1 - 1e-12)
+        got, want = _rows_up_to(part, part.complete_to), _rows_up_to(whole, part.complete_to)
+        assert got.shape == want.shape, name
+        np.testing.assert_allclose(got, want, rtol=1e-12)
+        left_out += len(whole) - len(part)
+    assert left_out > 0
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_fronts_kept_for_the_next_table_are_used_only_up_to_where_they_are_complete(seed, tmp_path):
+    """Tables of P, Q and R made one after another, each cut near its own least and
+    reusing the fronts of the one before (cut at that one's ceiling): each holds every
+    row its complete table, made alone, has up to its bound."""
+    spec = _fills_dominate(seed, tmp_path, projections=True)
+    wl, arch_, config = _config(spec)
+    together = tables._generate_kind(
+        spec, PROJECTIONS, "energy", config, None, True, wl, arch_, self_bound=MARGIN
+    )
+    for part in together:
+        whole = generate_pmappings(
+            spec, part.einsum, objective="energy", config=config, workload=wl, arch=arch_,
+            only=tables._unmarked, with_floors=True,
+        )  # fmt: skip
+        got, want = _rows_up_to(part, part.complete_to), _rows_up_to(whole, part.complete_to)
+        assert got.shape == want.shape, part.einsum
+        np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
+def test_the_front_ceiling_is_the_loosest_of_the_templates_meeting_fronts():
+    """By hand: a template bounded by 1.1 x the least (12 x 1.1 = 13.2), one by its own
+    ceiling 20 and 1.3 x the least (15.6), one by its ceiling alone (14): the loosest,
+    15.6, with the float margin."""
+    a = SimpleNamespace(ceiling=np.inf, bounded_by_least=True, least_slack=0.1)
+    b = SimpleNamespace(ceiling=20.0, bounded_by_least=True, least_slack=0.3)
+    c = SimpleNamespace(ceiling=14.0, bounded_by_least=False, least_slack=0.0)
+    assert search._front_ceiling([a, b, c], 12.0) == pytest.approx(15.6 * (1 + 1e-9), rel=1e-15)
+    assert search._front_ceiling([a, c], 12.0) == pytest.approx(14.0 * (1 + 1e-9), rel=1e-15)
+    assert search._front_ceiling([a, b], np.inf) == np.inf
+    assert search._front_ceiling([c], np.inf) == pytest.approx(14.0 * (1 + 1e-9), rel=1e-15)
+    assert search._front_ceiling([], 12.0) == np.inf
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_front_kept_cut_is_built_again_for_a_table_that_needs_more(seed, tmp_path):
+    """P's table is made with a low energy ceiling (its fronts cut there) and keeps its
+    fronts; Q's, made after it with no ceiling, must build those fronts again, not take
+    them cut: its table is the one Q gets alone."""
+    spec = _fills_dominate(seed, tmp_path, projections=True)
+    wl, arch_, config = _config(spec)
+
+    def table(name, **kw):
+        return generate_pmappings(
+            spec, name, objective="energy", config=config, workload=wl, arch=arch_,
+            only=tables._unmarked, with_floors=True, **kw,
+        )  # fmt: skip
+
+    store = suffix.FrontStore()
+    cut = float(table("P").energy.min()) * 1.05
+    table("P", fronts=store, ceiling=cut)
+    assert any(f.complete_to < np.inf for f in store.fronts.values())
+    hits = store.hits
+    got, want = _rows(table("Q", fronts=store)), _rows(table("Q"))
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+    assert store.hits > hits, "no front was taken from the store: the test tests nothing"

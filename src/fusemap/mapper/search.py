@@ -47,6 +47,11 @@ def tile_templates(
     # Relaxed tilers (twins of templates searched with them): only their rows under the
     # least energy of the others matter (full_space.py), which only falls as they finish.
     least = [np.inf]
+    # A front row dearer than the loosest ceiling of the templates that meet fronts is
+    # of no use: the nodes above only add energy (fronts record up to where they are
+    # complete, for the next table of their kind).
+    users = [t for t in tilers if SuffixSearch.applies(t)]
+    fronts.ceiling = _front_ceiling(users, np.inf)
 
     def finished(i: int, result: TemplateResult, search: bool = True) -> None:
         out[i] = result
@@ -55,6 +60,7 @@ def tile_templates(
             store.put_result(tilers[i], result)
         if not tilers[i].relaxed and result.rows:
             least[0] = min(least[0], float(result.energy.min()))
+            fronts.ceiling = _front_ceiling(users, least[0])
         if tilers[i].alone and result.rows:
             key = tilers[i].held_key
             best[key] = min(best.get(key, np.inf), float(result.energy.min()))
@@ -173,6 +179,19 @@ def _own(tiler: TemplateTiler, stages: list[Stage]) -> list[Stage]:
     if tiler.uneven is None or len(tiler.uneven.choices) == 1:
         return stages
     return stages[:-1] + [stages[-1].take(tiler.uneven.own_rows(stages[-1].state))]
+
+
+def _front_ceiling(users: list[TemplateTiler], least: float) -> float:
+    """Most energy a row of a front met by ``users`` may have and still be of use: the
+    loosest of their ceilings on a complete row's energy (:func:`_ceiling`'s own part,
+    with the compute leaf's energy not taken off: a front row's energy excludes it)."""
+    return max(
+        (
+            min(t.ceiling, least * (1 + t.least_slack) if t.bounded_by_least else np.inf)
+            for t in users
+        ),
+        default=np.inf,
+    ) * (1 + 1e-9)
 
 
 def _ceiling(best: dict[tuple, float], members: list[TemplateTiler], least: float) -> float:

@@ -39,6 +39,11 @@ class Front:
     crit: np.ndarray  # (R, front_width) criteria of this node and everything below
     mids: np.ndarray  # (R,) encoded sizes after the gap's temporal loops
     child: np.ndarray  # (R,) row of the next node's front
+    complete_to: float = np.inf
+    """Every row of energy at most this is here (rows above a ceiling were dropped)."""
+    below: Front | None = None
+    """The next node's front, which ``child`` indexes (fronts kept across tables may be
+    built again with another ceiling: each keeps its own)."""
     _by_state: tuple[np.ndarray, np.ndarray] | None = None
 
     def by_state(self) -> tuple[np.ndarray, np.ndarray]:
@@ -191,7 +196,7 @@ class SuffixSearch:
         got = self.cache.get(key)
         if got is None:
             got = self.owner.kept(key, self.tiler)
-            if got is None:
+            if got is None or got.complete_to < self.owner.ceiling:
                 got = self._build(j)
                 self.owner.keep(key, self.tiler, got)
             self.cache[key] = got
@@ -270,6 +275,7 @@ class SuffixSearch:
             none = np.full(1, -1, dtype=np.int64)
             return Front(self.encode(ones), np.zeros((1, width)), none, none)
         below = self.front(j + 1)
+        ceiling = min(self.owner.ceiling, below.complete_to)
         # Sizes after this gap's temporal loops, from the next node's tile shapes.
         mids = self.decode(below.state)
         for s in x.t.spatial:
@@ -285,6 +291,7 @@ class SuffixSearch:
             x._add_reservation(j, holder, m, m, crit, np.zeros(len(crit), dtype=np.int64))
         state = mstate
         keep = self._fit_and_prune(state, crit, j + 1)  # node j's own backing: not yet
+        keep &= crit[:, 0] <= ceiling  # the nodes above only add energy
         state, crit, mstate, child = state[keep], crit[keep], mstate[keep], child[keep]
         for k, v in enumerate(x.vars):
             if (j, v) in x.t.blocked or not x._useful(j, v):
@@ -315,8 +322,8 @@ class SuffixSearch:
                 x._node_costs(node, h, crit, basis)
         if holder.backing and holder.component in x.res_cols:
             x._add_reservation(j, holder, h, h, crit, np.zeros(len(crit), dtype=np.int64))
-        keep = self._fit_and_prune(state, crit, j)
-        return Front(state[keep], crit[keep], mstate[keep], child[keep])
+        keep = self._fit_and_prune(state, crit, j) & (crit[:, 0] <= ceiling)
+        return Front(state[keep], crit[keep], mstate[keep], child[keep], ceiling, below)
 
     def _close(self, state: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         """Every row moved up to each tile of variable ``k`` that may loop down to its
@@ -374,21 +381,23 @@ class SuffixSearch:
         keep = x._prune(seq[pre], x._pruning_view(self.n, ones, total))
         pre, rows, total = pre[keep], rows[keep], total[keep]
         chain = [rows]
-        for k in range(x.p_max, self.n - 1):
-            chain.append(self.front(k).child[chain[-1]])
-        return pre, chain, total, seq[pre], depth[pre]
+        node = front
+        for _ in range(x.p_max, self.n - 1):
+            chain.append(node.child[chain[-1]])
+            node = node.below
+        return pre, chain, total, seq[pre], depth[pre], front
 
-    def trail(self, chain: list[np.ndarray], pre: np.ndarray) -> list[tuple]:
-        """(sizes below, mids, parents) per node from the fused node down."""
+    def trail(self, chain: list[np.ndarray], pre: np.ndarray, top: Front) -> list[tuple]:
+        """(sizes below, mids, parents) per node from the fused node (front ``top``) down."""
         out = []
         parents = pre
-        for k, rows in enumerate(chain):
-            j = self.tiler.p_max + k
-            f = self.front(j)
-            nxt = self.front(j + 1)
+        f = top
+        for rows in chain:
+            nxt = f.below
             below = self.decode(nxt.state[f.child[rows]])
             out.append((below, self.decode(f.mids[rows]), parents))
             parents = np.arange(len(rows), dtype=np.int64)
+            f = nxt
         return out
 
 
@@ -420,10 +429,15 @@ class FrontStore:
         return got
 
     def put(self, front_key: tuple, tiler, front: Front) -> None:
-        size = sum(a.nbytes for a in (front.state, front.crit, front.mids, front.child))
-        if not self.frozen and self.used + size <= self.budget:
-            self.fronts[self.key(front_key, tiler)] = front
-            self.used += size
+        """Keep ``front`` (in place of one kept before: built again, it is more complete)."""
+        if self.frozen:
+            return
+        key = self.key(front_key, tiler)
+        old = self.fronts.pop(key, None)
+        self.used -= _nbytes(old) if old is not None else 0
+        if self.used + _nbytes(front) <= self.budget:
+            self.fronts[key] = front
+            self.used += _nbytes(front)
 
     # ------------------------------------------------------------ templates alone
     def _alone_key(self, tiler) -> tuple:
@@ -457,6 +471,10 @@ class FrontStore:
             self.used += size
 
 
+def _nbytes(front: Front) -> int:
+    return sum(a.nbytes for a in (front.state, front.crit, front.mids, front.child))
+
+
 def _holders_by_place(holders, place: dict[str, int]) -> tuple:
     """Storage nodes with their tensors named by place in the Einsum (virtual holders
     keep their marker names): equal for Einsums equal up to names."""
@@ -481,6 +499,9 @@ class FrontCache:
 
     def __init__(self, tilers: list[TemplateTiler], store: FrontStore | None = None):
         self.store = store
+        self.ceiling = np.inf
+        """Energy above which no front row is of use any more (set by the search as the
+        least energy falls, :func:`fusemap.mapper.search.tile_templates`; only falls)."""
         self.fronts: dict[int, Front] = {}
         self.axes: dict[tuple, tuple] = {}
         self.tables: dict[tuple, np.ndarray] = {}  # count bases per tile shape code
@@ -547,9 +568,9 @@ def stages_below_fused_node(
     holder = tiler.t.holders[tiler.p_max]
     token = (("back", holder.tensor, holder.component),)
     seq = cache.backed(prev, seq, token, tiler.interner)
-    pre, chain, total, new_seq, new_depth = search.meet(sizes, crit, seq, depth, ceiling)
+    pre, chain, total, new_seq, new_depth, top = search.meet(sizes, crit, seq, depth, ceiling)
     stages = []
-    for below, mids, parents in search.trail(chain, pre):
+    for below, mids, parents in search.trail(chain, pre, top):
         empty = np.zeros((len(below), 0))
         stages.append(Stage(below, empty, mids, parents, 0, 0, new_seq, new_depth))
     stages[-1].crit = total
