@@ -16,12 +16,13 @@ import numpy as np
 import pytest
 
 from fusemap.mapper import ffm
-from fusemap.mapper.deferred_hosting import base_key, merge_tables
+from fusemap.mapper.deferred_hosting import DeferredHosting, base_key, merge_tables
 from fusemap.mapper.dependencies import FusionRules
 from fusemap.mapper.ffm import _orders, fusion_plan, map_workload
 from fusemap.mapper.pmappings import generate_pmappings
 from fusemap.mapper.prefix import marked
 from fusemap.mapper.space import config_from_spec
+from fusemap.mapper.tables import generate_tables
 from fusemap.spec.arch_eval import ArchEvaluator
 from fusemap.spec.resolve import resolve_workload
 from fusemap.spec.spec import load_spec
@@ -96,3 +97,40 @@ def test_merge_keeps_every_row_and_its_prefix(tmp_path):
             assert m.mapping(off + i) == t.mapping(i)
             got = m.fusion.interner.prefixes[int(m.fusion.seq[off + i])]
             assert got == t.fusion.interner.prefixes[int(t.fusion.seq[i])]
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_hosting_templates_cut_at_the_allowance_keep_every_row_within_it(seed, tmp_path):
+    """Tables near each Einsum's least tile their hosting templates only up to the
+    allowance of the join's cap: up to there, row for row, the tables are those with the
+    hosting templates tiled whole, and they say where they stop."""
+    spec = _spec(seed, tmp_path)
+    wl = resolve_workload(spec)
+    arch = ArchEvaluator(spec, wl)
+    orders = _orders(wl, "given", 720, FusionRules.of(wl))
+    plan = fusion_plan(wl, orders)
+
+    def tables(cut: bool):
+        deferred = DeferredHosting(spec, wl, 1, cut=cut)
+        made = generate_tables(
+            spec, wl, arch, "energy", 1, None, ffm.MapStatistics(), plan, deferred
+        )
+        cap = sum(float(t.energy.min()) for t in made.values()) * 1.05
+        return made, deferred.extend(made, cap, orders), deferred, cap
+
+    (whole, tiled, _, _), (part, tiled_cut, deferred, cap) = tables(False), tables(True)
+    assert tiled == tiled_cut > 0
+    for name, table in part.items():
+        bound = table.complete_to
+        assert np.isfinite(bound) == bool(plan.host_loops.get(name)), name
+        if np.isfinite(bound):  # complete up to the allowance, not less
+            assert bound == deferred._allowance(name, part, cap, orders)
+        assert np.isinf(whole[name].complete_to)
+
+        def rows(t, bound=bound):
+            keep = t.energy <= bound
+            return np.array(sorted(zip(t.energy[keep], t.latency[keep], strict=True)))
+
+        got, want = rows(table), rows(whole[name])
+        assert got.shape == want.shape, name
+        np.testing.assert_allclose(got, want, rtol=1e-12)

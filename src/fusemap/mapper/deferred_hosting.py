@@ -60,6 +60,10 @@ class DeferredHosting:
     """Per table: (floor, place in ``left``) of its marked templates not tiled, by floor."""
     left: dict[str, list[Template]] = field(default_factory=dict)
     """Per table: the marked templates it left out, in the order they were made."""
+    cut: bool = False
+    """Tile them only up to each table's allowance (tables near each Einsum's least,
+    ``ffm.SELF_BOUND``: no join of theirs has a higher cap; if they fall short, they are
+    all made again complete). Each table's :attr:`PmappingTable.complete_to` says so."""
 
     def add(self, einsum: str, table: PmappingTable) -> None:
         """Record the marked templates ``table`` left out, each with its unmarked
@@ -75,17 +79,20 @@ class DeferredHosting:
         (energy) may use: all of them when ``cap`` is infinite. Returns the number of
         templates tiled."""
         wanted: dict[str, list[Template]] = {}
+        allowed: dict[str, float] = {}
         for base, todo in self.pending.items():
-            allow = self._allowance(base, tables, cap, orders)
+            allow = allowed[base] = self._allowance(base, tables, cap, orders)
             take = [k for f, k in todo if f <= allow]
             if take:  # in the order the templates were made (the table's row order)
                 wanted[base] = [self.left[base][k] for k in sorted(take)]
                 self.pending[base] = todo[len(take) :]
         if not wanted:
             return 0
-        made = self._generate(wanted)
+        ceilings = {b: allowed[b] if self.cut else math.inf for b in wanted}
+        made = self._generate(wanted, ceilings)
         for base, extra in made.items():
             merged = merge_tables(tables[base], extra)
+            merged.complete_to = min(merged.complete_to, ceilings[base])
             for name in self.groups[base]:
                 tables[name] = (
                     merged if name == base else renamed_table(merged, base, name, self.wl)
@@ -105,20 +112,30 @@ class DeferredHosting:
                     out = max(out, bound.energy_allowance(j))
         return out
 
-    def _generate(self, wanted: dict[str, list[Template]]) -> dict[str, PmappingTable]:
+    def _generate(
+        self, wanted: dict[str, list[Template]], ceilings: dict[str, float]
+    ) -> dict[str, PmappingTable]:
         names = sorted(wanted)
         assert self.config is not None, "generate_tables sets the config"
-        args = [(self.spec, n, self.config, wanted[n], limits.current()) for n in names]
+        args = [(self.spec, n, self.config, wanted[n], ceilings[n]) for n in names]
         done = run_tasks(self.jobs, _marked_in_worker, args)
         return dict(zip(names, done, strict=True))
 
 
 def _marked_in_worker(
-    spec: Spec, einsum: str, config: MapperConfig, temps: list[Template], lim: limits.Limits
+    spec: Spec,
+    einsum: str,
+    config: MapperConfig,
+    temps: list[Template],
+    ceiling: float,
+    lim: limits.Limits | None,
 ) -> PmappingTable:
-    """The pmappings of the templates ``temps`` (in a worker: the caller's limits)."""
+    """The pmappings of the templates ``temps`` of energy at most ``ceiling`` (in a
+    worker, ``lim`` given: the caller's limits)."""
     with in_worker(lim):
-        return generate_pmappings(spec, einsum, objective="energy", config=config, given=temps)
+        return generate_pmappings(
+            spec, einsum, objective="energy", config=config, given=temps, ceiling=ceiling
+        )
 
 
 def renamed_table(table: PmappingTable, base: str, name: str, wl: WorkloadInfo) -> PmappingTable:

@@ -216,7 +216,7 @@ class _Search:
         stats = self.stats
         deferred = None
         if DEFER_HOSTING and objective == "energy" and self.plan.host_loops:
-            deferred = DeferredHosting(self.spec, wl, self.jobs)
+            deferred = DeferredHosting(self.spec, wl, self.jobs, cut=self_bound is not None)
         tables = generate_tables(
             self.spec, wl, arch, objective, self.jobs, self.progress, stats, self.plan,
             deferred, one_loop, self_bound=self_bound,

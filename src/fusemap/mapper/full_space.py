@@ -150,7 +150,7 @@ def check_full_space(
     else:
         cuts, excluded, wanted = _objective_cuts(objective, config, tables, groups, best, check)
     full = replace(config, fused_loops_once=False)
-    args = [(spec, b, full, cuts[b], excluded[b], limits.current()) for b in wanted]
+    args = [(spec, b, full, cuts[b], excluded[b]) for b in wanted]
     made = run_tasks(jobs, _search_in_worker, args)
     for b, (table, searched) in zip(wanted, made, strict=True):
         check.templates_searched += searched
@@ -239,7 +239,7 @@ def _floors(spec, jobs, config, tables, least_once, groups, orders, best, check)
         if not todo:
             return floors, allowance
         names = sorted(todo)
-        args = [(spec, b, config, ceiling[b], todo[b], limits.current()) for b in names]
+        args = [(spec, b, config, ceiling[b], todo[b]) for b in names]
         got = dict(zip(names, run_tasks(jobs, _floors_in_worker, args), strict=True))
 
 
@@ -326,7 +326,7 @@ def _floors_in_worker(
     config: MapperConfig,
     ceiling: float,
     keys: list[tuple] | None,
-    lim: limits.Limits,
+    lim: limits.Limits | None,
 ) -> dict[tuple, float]:
     """:func:`relaxed_floors` in a worker (the caller's limits)."""
     with in_worker(lim):
@@ -339,7 +339,7 @@ def _search_in_worker(
     full: MapperConfig,
     cut: RowCut,
     excluded: set[tuple],
-    lim: limits.Limits,
+    lim: limits.Limits | None,
 ) -> tuple[PmappingTable, int]:
     """The pmappings ``cut`` keeps of the templates with two prefix gaps or more not
     ``excluded`` by their floor (a hosting template: by its unmarked template's),

@@ -18,7 +18,7 @@ from .prefix import marked
 from .signature import einsum_signature, tensor_renaming, variable_renaming
 from .space import MapperConfig, config_from_spec
 from .suffix import FrontStore
-from .workers import in_worker, quiet_worker_restarts
+from .workers import in_worker, spread
 
 if TYPE_CHECKING:
     from .ffm import MapStatistics
@@ -67,37 +67,24 @@ def generate_tables(
         kinds.setdefault(einsum_signature(wl.einsum(n), wl, arch), []).append(n)
     # Largest first (a cheap estimate), so workers end together.
     jobs_in_order = sorted(kinds.values(), key=lambda names: _work(wl, names), reverse=True)
-    if jobs > 1 and len(jobs_in_order) > 1:
-        from joblib import Parallel, delayed
 
-        with quiet_worker_restarts():
-            done = Parallel(n_jobs=jobs, return_as="generator", batch_size=1)(
-                delayed(_generate_kind)(
-                    spec,
-                    names,
-                    gen_objective,
-                    config,
-                    limits.current(),
-                    defer,
-                    floors=floors,
-                    self_bound=self_bound,
-                )  # fmt: skip
-                for names in jobs_in_order
-            )
-            for kind in done:
-                for table in kind:
-                    made[table.einsum] = table
-                    if progress:
-                        progress("pmappings", len(made), len(unique))
-    else:
-        for names in jobs_in_order:
-            kind = _generate_kind(
-                spec, names, gen_objective, config, None, defer, wl, arch, floors, self_bound
-            )
-            for table in kind:
-                made[table.einsum] = table
-                if progress:
-                    progress("pmappings", len(made), len(unique))
+    def remote(i: int) -> tuple:
+        args = (spec, jobs_in_order[i], gen_objective, config, limits.current(), defer)
+        return _generate_kind, (*args, None, None, floors, self_bound)
+
+    def local(i: int) -> list[PmappingTable]:
+        return _generate_kind(
+            spec, jobs_in_order[i], gen_objective, config, None, defer, wl, arch, floors,
+            self_bound,
+        )  # fmt: skip
+
+    def done(i: int, kind: list[PmappingTable]) -> None:
+        for table in kind:
+            made[table.einsum] = table
+            if progress:
+                progress("pmappings", len(made), len(unique))
+
+    spread(jobs, len(jobs_in_order), remote, local, done)
     if deferred is not None:
         for n in unique:
             deferred.add(n, made[n])

@@ -1,4 +1,5 @@
-"""What the mapper's worker processes (joblib) need besides their work."""
+"""The mapper's worker processes: tasks spread over them and this process, and what a
+task in a worker needs besides its work."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import contextlib
 import ctypes
 import dataclasses
 import gc
-import warnings
+import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -14,23 +15,11 @@ from ..spec import limits
 
 
 def give_back_memory() -> None:
-    """Return a finished task's freed memory to the system (glibc keeps it otherwise).
-
-    joblib's workers restart when their resident memory has grown by 300 MB since their
-    first task; on GPT-3 a restart cost a worker about 5 s, and the freed arrays of a
-    large table were what kept the memory high."""
+    """Return a finished task's freed memory to the system (glibc keeps it otherwise):
+    a worker that ran GPT-3's V, K and Q tables would hold on to gigabytes."""
     gc.collect()
     with contextlib.suppress(OSError, AttributeError):  # not glibc: nothing to do
         ctypes.CDLL("libc.so.6").malloc_trim(0)
-
-
-@contextlib.contextmanager
-def quiet_worker_restarts() -> Iterator[None]:
-    """No warning when joblib replaces a worker it finds grown (the work goes on and the
-    result is the same; nothing for a user to do)."""
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="A worker stopped while some jobs")
-        yield
 
 
 @contextlib.contextmanager
@@ -50,13 +39,97 @@ def in_worker(lim: limits.Limits | None) -> Iterator[None]:
 
 
 def run_tasks(jobs: int, task: Callable[..., Any], args: list[tuple]) -> list:
-    """``task(*a)`` for every ``a`` of ``args``, in up to ``jobs`` worker processes (in
-    this process when one would do), results in order."""
-    if jobs > 1 and len(args) > 1:
-        from joblib import Parallel, delayed
+    """``task(*a, lim)`` for every ``a`` of ``args`` (:func:`spread`: in this process
+    and up to ``jobs - 1`` workers), results in order; ``lim``, the task's last
+    parameter, is the caller's limits in a worker, None here (see :func:`in_worker`)."""
+    return spread(
+        jobs,
+        len(args),
+        lambda i: (task, (*args[i], limits.current())),
+        lambda i: task(*args[i], None),
+    )
 
-        with quiet_worker_restarts():
-            return Parallel(n_jobs=min(jobs, len(args)), batch_size=1)(
-                delayed(task)(*a) for a in args
-            )
-    return [task(*a) for a in args]
+
+def spread(
+    jobs: int,
+    count: int,
+    remote: Callable[[int], tuple[Callable[..., Any], tuple]],
+    local: Callable[[int], Any],
+    done: Callable[[int, Any], None] | None = None,
+) -> list:
+    """Tasks ``0 .. count - 1``, taken in that order (give the largest first) by this
+    process (``local(i)``) and by up to ``jobs - 1`` worker processes (``remote(i)``:
+    the function and arguments to send), results in order; ``done(i, result)`` as each
+    ends (one at a time).
+
+    This process works too: it has everything imported and the inputs built, where a
+    new worker spends seconds starting (GPT-3: 2.3 s), and its results need no pickling.
+    If tasks fail, the error of the first of them is raised (every task before it was
+    taken, so which one does not depend on timing), once the tasks under way end.
+    """
+    results: list[Any] = [None] * count
+    errors: dict[int, Exception] = {}
+    lock = threading.Lock()
+    taken = [0]
+    stopped = [False]
+
+    def take() -> int | None:
+        with lock:
+            if errors or stopped[0] or taken[0] == count:
+                return None
+            taken[0] += 1
+            return taken[0] - 1
+
+    def finish(i: int, run: Callable[[], Any]) -> None:
+        try:
+            result = run()
+        except Exception as e:  # raised again below, the first task's first
+            with lock:
+                errors[i] = e
+            return
+        with lock:
+            results[i] = result
+            if done is not None:
+                done(i, result)
+
+    def feed(executor) -> None:
+        while (i := take()) is not None:
+            finish(i, lambda i=i: executor.submit(*_call(remote(i))).result())
+
+    first = take()  # the largest, here: the workers start seconds late
+    helpers = min(jobs, count) - 1
+    executor = _executor(jobs - 1) if helpers > 0 else None
+    feeders = [threading.Thread(target=feed, args=(executor,), daemon=True) for _ in range(helpers)]
+    for f in feeders:
+        f.start()
+    try:
+        i = first
+        while i is not None:
+            finish(i, lambda i=i: local(i))
+            i = take()
+    except BaseException:  # interrupted: stop the workers now, not when their tasks end
+        stopped[0] = True
+        if executor is not None:
+            executor.shutdown(wait=False, kill_workers=True)
+        raise
+    for f in feeders:
+        f.join()
+    if errors:
+        raise errors[min(errors)]
+    return results
+
+
+def _call(task: tuple[Callable[..., Any], tuple]) -> tuple:
+    fn, args = task
+    return (fn, *args)
+
+
+def _executor(workers: int):
+    """The worker processes, kept between calls (each has imported the mapper once)."""
+    from joblib.externals.loky import get_reusable_executor
+
+    return get_reusable_executor(max_workers=workers, timeout=WORKER_IDLE_SECONDS)
+
+
+WORKER_IDLE_SECONDS = 300
+"""A worker left idle this long stops (joblib's default)."""
