@@ -48,3 +48,15 @@ def test_the_first_failing_tasks_error_is_raised(jobs):
 
     with pytest.raises(ValueError, match="'x3'"):
         spread(jobs, 8, lambda i: (int, (number(i),)), lambda i: int(number(i)))
+
+
+def test_a_backend_the_caller_chose_runs_every_task():
+    """Under a joblib backend chosen by the caller (``map --scheduler``: a Dask
+    cluster's), every task goes to it, none runs here."""
+    import joblib
+
+    with joblib.parallel_config(backend="threading"):
+        out, here, ended = _squares(2, 5)
+    assert out == [i * i for i in range(5)]
+    assert here == []
+    assert ended == [(i, i * i) for i in range(5)]

@@ -67,6 +67,8 @@ def spread(
     If tasks fail, the error of the first of them is raised (every task before it was
     taken, so which one does not depend on timing), once the tasks under way end.
     """
+    if min(jobs, count) > 1 and not _default_backend():  # e.g. a Dask cluster's
+        return _on_backend(jobs, count, remote, done)
     results: list[Any] = [None] * count
     errors: dict[int, Exception] = {}
     lock = threading.Lock()
@@ -117,6 +119,35 @@ def spread(
     if errors:
         raise errors[min(errors)]
     return results
+
+
+def _default_backend() -> bool:
+    """Whether joblib's backend is its default (local processes), not one the caller
+    chose (``fusemap map --scheduler``: a Dask cluster's, ``sweeps.cluster``)."""
+    from joblib._parallel_backends import LokyBackend
+    from joblib.parallel import get_active_backend
+
+    return isinstance(get_active_backend()[0], LokyBackend)
+
+
+def _on_backend(
+    jobs: int,
+    count: int,
+    remote: Callable[[int], tuple[Callable[..., Any], tuple]],
+    done: Callable[[int, Any], None] | None,
+) -> list:
+    """Every task on joblib's active backend (results in order)."""
+    from joblib import Parallel, delayed
+
+    tasks = (delayed(fn)(*args) for fn, args in map(remote, range(count)))
+    out = []
+    for i, result in enumerate(
+        Parallel(n_jobs=min(jobs, count), batch_size=1, return_as="generator")(tasks)
+    ):
+        out.append(result)
+        if done is not None:
+            done(i, result)
+    return out
 
 
 def _call(task: tuple[Callable[..., Any], tuple]) -> tuple:
