@@ -58,9 +58,9 @@ def tile_templates(
         fronts.done(i)
         if search and store is not None and tilers[i].alone and not tilers[i].held_key:
             store.put_result(tilers[i], result)
-        if not tilers[i].relaxed and result.rows:
-            least[0] = min(least[0], float(result.energy.min()))
-            fronts.ceiling = _front_ceiling(users, least[0])
+        if not tilers[i].relaxed and result.rows and result.energy.min() < least[0]:
+            least[0] = float(result.energy.min())
+            fronts.ceiling = _front_ceiling(users, least[0])  # only when the least falls
         if tilers[i].alone and result.rows:
             key = tilers[i].held_key
             best[key] = min(best.get(key, np.inf), float(result.energy.min()))

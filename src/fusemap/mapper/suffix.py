@@ -435,9 +435,10 @@ class FrontStore:
         key = self.key(front_key, tiler)
         old = self.fronts.pop(key, None)
         self.used -= _nbytes(old) if old is not None else 0
-        if self.used + _nbytes(front) <= self.budget:
+        size = _nbytes(front)
+        if self.used + size <= self.budget:
             self.fronts[key] = front
-            self.used += _nbytes(front)
+            self.used += size
 
     # ------------------------------------------------------------ templates alone
     def _alone_key(self, tiler) -> tuple:

@@ -94,9 +94,13 @@ def spread(
             if done is not None:
                 done(i, result)
 
+    def run_remote(executor, i: int) -> Any:
+        fn, args = remote(i)
+        return executor.submit(fn, *args).result()
+
     def feed(executor) -> None:
         while (i := take()) is not None:
-            finish(i, lambda i=i: executor.submit(*_call(remote(i))).result())
+            finish(i, lambda i=i: run_remote(executor, i))
 
     first = take()  # the largest, here: the workers start seconds late
     helpers = min(jobs, count) - 1
@@ -148,11 +152,6 @@ def _on_backend(
         if done is not None:
             done(i, result)
     return out
-
-
-def _call(task: tuple[Callable[..., Any], tuple]) -> tuple:
-    fn, args = task
-    return (fn, *args)
 
 
 def _executor(workers: int):
