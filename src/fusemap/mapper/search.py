@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import uneven_suffix
+from .rest_bound import within_ceilings
 from .stage import Stage
 from .suffix import FrontCache, FrontStore, SuffixSearch, stages_below_fused_node
 from .template_result import TemplateResult
@@ -69,18 +70,27 @@ def tile_templates(
 
     floors: dict[int, float] = {}
 
-    def below_floor(i: int, j: int) -> float:
-        """Least energy the nodes below stage ``j`` add to a row of self-bounded tiler
-        ``i`` (its fused node's bottom-up front, built now instead of when met: those
-        nodes' energy is the front row's, and the nodes between only add); 0 if not
-        known."""
+    def below_floor(i: int, j: int) -> tuple[float, int]:
+        """Least energy the nodes from the fused node down add to a row of self-bounded
+        tiler ``i`` after stage ``j`` (its fused node's bottom-up front, built now
+        instead of when met: those nodes' energy is the front row's), and the position
+        of the first node it counts; (0, the compute leaf's) if not known."""
         t = tilers[i]
         if not t.bounded_by_least or t.relaxed or j >= t.p_max or not SuffixSearch.applies(t):
-            return 0.0
+            return 0.0, len(t.t.holders)
         if i not in floors:
             crit = SuffixSearch(t, fronts).front(t.p_max).crit
             floors[i] = float(crit[:, 0].min()) if len(crit) else np.inf
-        return floors[i]
+        return floors[i], t.p_max
+
+    def ceilings(members: list[int], j: int) -> list[tuple[TemplateTiler, float, int]]:
+        """Per member of a stage after node ``j``: (tiler, most energy so far a row may
+        have, first node position not yet counted in that)."""
+        out = []
+        for i in members:
+            floor, stop = below_floor(i, j)
+            out.append((tilers[i], _ceiling(best, [tilers[i]], least[0]) - floor, stop))
+        return out
 
     def descend(group: list[int], j: int, stages: list[Stage]) -> None:
         first = tilers[group[0]]
@@ -127,16 +137,15 @@ def tile_templates(
             forks.setdefault(tilers[i].stage_key(j), []).append(i)
         for members in forks.values():
             tiler = tilers[members[0]]
-            ceiling = max(
-                _ceiling(best, [tilers[i]], least[0]) - below_floor(i, j) for i in members
-            )
+            bounds = ceilings(members, j)
+            ceiling = max(c for _, c, _ in bounds)
             st = tiler.stage(j, stages[-1] if stages else None, ceiling)
             if counts is not None:
                 counts.stages += 1
                 counts.evaluated += st.evaluated
                 counts.valid += st.valid
-            if np.isfinite(ceiling):
-                st = st.take(st.crit[:, 0] <= ceiling)
+            if np.isfinite(ceiling):  # the nodes below each member add at least so much
+                st = st.take(within_ceilings(st, j, bounds))
             if len(st.crit) == 0:
                 for i in members:
                     finished(i, tilers[i].finish(stages + [st]))

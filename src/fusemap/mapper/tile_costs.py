@@ -13,7 +13,7 @@ import numpy as np
 from ..model.operators import operator_actions
 from ..spec.arch_eval import ComponentInfo
 from .template_result import TemplateResult
-from .terms import NodeTerms, fill_basis, first_basis
+from .terms import NodeTerms, Term, fill_basis, first_basis
 from .tile_latency import finish_objectives
 
 
@@ -43,15 +43,23 @@ class NodeCosts:
             if term.action not in comp.actions:
                 continue
             vpa = comp.values_per_action(term.action, term.tensor, self.bits[term.tensor])
-            act = comp.actions[term.action]
             basis = bases[term.basis]
             if term.total:
-                epa = act.energy_per_action(comp.name)
-                crit[:, 0] += basis * (term.total / vpa * comp.actions_scale * self.scale * epa)
+                crit[:, 0] += basis * self.energy_per_value(term)
             if term.per_instance:
                 col, weight = self._latency_column(comp, term.action)
                 if col is not None:
                     crit[:, col] += basis * (term.per_instance / vpa * weight)
+
+    def energy_per_value(self, term: Term) -> float:
+        """Energy of one value of ``term``'s basis (0 if its component has no such
+        action)."""
+        comp = self.comp[term.component]
+        if not term.total or term.action not in comp.actions:
+            return 0.0
+        vpa = comp.values_per_action(term.action, term.tensor, self.bits[term.tensor])
+        epa = comp.actions[term.action].energy_per_action(comp.name)
+        return term.total / vpa * comp.actions_scale * self.scale * epa
 
     def _latency_column(self, comp: ComponentInfo, action: str) -> tuple[int | None, float]:
         """Column and weight of per-instance calls: one column per component when its

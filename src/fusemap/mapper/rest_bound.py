@@ -1,0 +1,171 @@
+"""The least energy the storage nodes below a search stage may still add, per row.
+
+A node's energy is a sum of count terms, each a constant times the ``fill`` or ``first``
+basis of the tile shape at the node (:mod:`fusemap.mapper.terms`). Tiles only shrink
+going down the chain, so every node below a stage has a tile shape at most the one
+entering the next node. If each of a node's terms never falls as tiles shrink (a
+positive constant on a basis that never falls, a negative one on a basis that never
+rises), its energy at that larger tile shape is at most what it will add: a lower bound,
+per row, that lets the branch and bound drop rows nodes earlier than "costs only add
+up" alone (``docs/ffm.md``, "Nodes below a stage").
+
+Whether a basis never falls (or never rises) is checked, not assumed: a dense box of a
+strided projection (``2p + r`` with a kernel of 1) counts the holes between the
+windows, and smaller tiles then fetch less. The check evaluates the basis itself over
+every candidate tile shape (the candidates are all the sizes a tile can take), one
+group of variables at a time, which is exact because the bases factor over them.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..model.reuse import projection_terms
+from ..spec.errors import SpecError
+from ..spec.resolve import EinsumInfo
+from .stage import Stage
+from .terms import NodeTerms, fill_basis, first_basis
+
+MAX_GRID = 1 << 20
+"""Candidate tile shapes of one group of variables checked at most; above it, the basis
+counts as unknown (its nodes get no bound)."""
+
+
+@dataclass(frozen=True)
+class Trend:
+    """How a basis moves as any tile shrinks (both: it is constant)."""
+
+    never_falls: bool
+    never_rises: bool
+
+
+UNKNOWN = Trend(False, False)
+
+
+def basis_trend(info: EinsumInfo, tensor: str, basis: str, cands: dict[str, np.ndarray]) -> Trend:
+    """The trend of ``tensor``'s ``basis`` ("fill" or "first") over the tile shapes whose
+    sizes are ``cands`` (per rank variable, the candidate sizes).
+
+    Both bases are a product over groups of variables: the variables of one rank of the
+    projection (each in one rank only, else :data:`UNKNOWN`), and each other variable
+    alone. So the basis never falls as tiles shrink if every factor is non-negative and
+    never falls along each of its variables: each factor is evaluated on its own grid,
+    the other variables whole (where every factor is positive)."""
+    ranks = [[v for v, _ in rank] for rank in projection_terms(info, tensor)]
+    seen = [v for rank in ranks for v in rank]
+    if len(seen) != len(set(seen)):
+        return UNKNOWN
+    groups = [sorted(set(rank)) for rank in ranks if rank]
+    groups += [[v] for v in info.rank_variables if v not in seen]
+    f = fill_basis if basis == "fill" else first_basis
+    falls = rises = True
+    for group in groups:
+        grid = [np.asarray(cands[v], dtype=np.int64) for v in group]
+        if math.prod(len(g) for g in grid) > MAX_GRID:
+            return UNKNOWN
+        if any((np.diff(g) <= 0).any() for g in grid):
+            return UNKNOWN  # not in increasing order: the differences below would lie
+        mesh = np.meshgrid(*grid, indexing="ij")
+        rows = mesh[0].size
+        sizes = {v: np.full(rows, info.bounds[v], dtype=np.int64) for v in info.rank_variables}
+        for v, m in zip(group, mesh, strict=True):
+            sizes[v] = m.ravel()
+        values = np.broadcast_to(np.asarray(f(info, tensor, sizes)), (rows,)).reshape(mesh[0].shape)
+        if (values < 0).any() or not np.isfinite(values).all():
+            return UNKNOWN
+        for axis in range(len(group)):
+            grows = np.diff(values, axis=axis)  # as the tile along ``axis`` grows
+            falls &= bool((grows <= 0).all())  # growing never raises it: shrinking never lowers
+            rises &= bool((grows >= 0).all())
+    return Trend(falls, rises)
+
+
+def bounded_terms(tiler) -> list[tuple[int, int, float]]:
+    """(position, basis index, energy per value) of every term of the tiler's storage
+    nodes (not the compute leaf) whose energy never falls as tiles shrink; the basis
+    index is into :func:`basis_keys` (worked out once per tiler, and once per node of
+    the Einsum: templates share their nodes' terms)."""
+    got = getattr(tiler, "_bounded_terms", None)
+    if got is None:
+        got = tiler._bounded_terms = [
+            (node.position, k, factor)
+            for node in tiler.nodes
+            if node.position < len(tiler.t.holders)
+            for k, factor in _node_terms(tiler, node)
+        ]
+    return got
+
+
+def _node_terms(tiler, node: NodeTerms) -> list[tuple[int, float]]:
+    """(basis index, energy per value) of a node's terms; none if its energy may fall
+    as tiles shrink."""
+    key = ("rest terms", id(node), tuple(tiler.imperfect))
+    got = tiler.memo.get(key)
+    if got is None or got[0] is not node:  # the node is kept with it: its id stays its own
+        keys = {k: i for i, k in enumerate(basis_keys(tiler.info))}
+        terms = []
+        if _never_falls(tiler, node):
+            for term in node.terms:
+                factor = tiler.energy_per_value(term)
+                if factor:
+                    terms.append((keys[(term.tensor, term.basis)], factor))
+        got = tiler.memo[key] = (node, terms)
+    return got[1]
+
+
+def basis_keys(info: EinsumInfo) -> list[tuple[str, str]]:
+    """Every (tensor, basis) a node's term may use, in a fixed order."""
+    return [(t, b) for t in info.tensors for b in ("fill", "first")]
+
+
+def _never_falls(tiler, node: NodeTerms) -> bool:
+    for term in node.terms:
+        try:
+            factor = tiler.energy_per_value(term)
+        except SpecError:  # no energy for the action: raised where the node is costed
+            return False
+        if not factor:
+            continue
+        key = ("trend", term.tensor, term.basis, tuple(tiler.imperfect))
+        trend = tiler.memo.get(key)
+        if trend is None:
+            cands = dict(zip(tiler.vars, tiler.cands, strict=True))
+            trend = tiler.memo[key] = basis_trend(tiler.info, term.tensor, term.basis, cands)
+        if not (trend.never_falls if factor > 0 else trend.never_rises):
+            return False
+    return True
+
+
+def within_ceilings(stage: Stage, j: int, members: list[tuple]) -> np.ndarray:
+    """Rows of ``stage`` (after node ``j``'s gap) that may still end within the ceiling
+    of one of ``members``: (tiler, ceiling on its energy so far, first node position not
+    to count), each with its own nodes below (templates sharing a stage differ there).
+    A row's energy so far plus the energy its member's bounded nodes ``j + 1 ..
+    stop - 1`` add at the row's tile shape must be at most that member's ceiling."""
+    energy = stage.crit[:, 0]
+    first = members[0][0]
+    keys = basis_keys(first.info)
+    per_value: dict[tuple[float, ...], float] = {}  # loosest ceiling per coefficient set
+    for tiler, ceiling, stop in members:
+        coef = [0.0] * len(keys)
+        for position, k, factor in bounded_terms(tiler):
+            if j < position < stop:
+                coef[k] += factor
+        c = tuple(coef)
+        per_value[c] = max(per_value.get(c, -np.inf), ceiling)
+    used = [k for k in range(len(keys)) if any(c[k] for c in per_value)]
+    if not used:
+        return energy <= max(per_value.values())
+    sizes = {v: stage.sizes[:, k] for k, v in enumerate(first.vars)}
+    bases = np.empty((len(energy), len(used)))
+    for col, k in enumerate(used):
+        tensor, basis = keys[k]
+        f = fill_basis if basis == "fill" else first_basis
+        bases[:, col] = f(first.info, tensor, sizes)
+    coefs = np.array([[c[k] for k in used] for c in per_value])  # (sets, bases)
+    limits = np.array(list(per_value.values()))
+    rest = bases @ coefs.T  # (rows, sets): least energy the nodes below add
+    return (energy[:, None] + rest <= limits[None, :]).any(axis=1)
