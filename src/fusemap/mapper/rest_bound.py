@@ -102,9 +102,9 @@ def bounded_terms(tiler) -> list[tuple[int, int, float]]:
 def _node_terms(tiler, node: NodeTerms) -> list[tuple[int, float]]:
     """(basis index, energy per value) of a node's terms; none if its energy may fall
     as tiles shrink."""
-    key = ("rest terms", id(node), tuple(tiler.imperfect))
+    key = ("rest terms", id(node.terms), tuple(tiler.imperfect))  # shared by templates
     got = tiler.memo.get(key)
-    if got is None or got[0] is not node:  # the node is kept with it: its id stays its own
+    if got is None or got[0] is not node.terms:  # kept with it: the id stays its own
         keys = {k: i for i, k in enumerate(basis_keys(tiler.info))}
         terms = []
         if _never_falls(tiler, node):
@@ -112,7 +112,7 @@ def _node_terms(tiler, node: NodeTerms) -> list[tuple[int, float]]:
                 factor = tiler.energy_per_value(term)
                 if factor:
                     terms.append((keys[(term.tensor, term.basis)], factor))
-        got = tiler.memo[key] = (node, terms)
+        got = tiler.memo[key] = (node.terms, terms)
     return got[1]
 
 

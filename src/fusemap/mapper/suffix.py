@@ -116,6 +116,17 @@ def encode_dense(sizes, table, ends, strides):
     return out
 
 
+def _has_partial(tiler, tensor: str) -> bool:
+    """Whether a rank variable is partially relevant to ``tensor`` (once per Einsum)."""
+    key = ("partial", tensor)
+    got = tiler.memo.get(key)
+    if got is None:
+        got = tiler.memo[key] = any(
+            tiler.info.relevance(tensor, v) == "partial" for v in tiler.vars
+        )
+    return got
+
+
 class SuffixSearch:
     """Bottom-up fronts for one :class:`~fusemap.mapper.tiling.TemplateTiler`."""
 
@@ -146,7 +157,7 @@ class SuffixSearch:
         for j in range(tiler.p_max, len(tiler.t.holders)):
             h = tiler.t.holders[j]
             lowered = not h.backing and h.component in tiler.res_cols
-            if lowered and any(tiler.info.relevance(h.tensor, v) == "partial" for v in tiler.vars):
+            if lowered and _has_partial(tiler, h.tensor):
                 return False
         return True
 

@@ -16,6 +16,7 @@ has ``N // s`` tiles of size ``s`` and one of ``N % s``.
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
 from dataclasses import dataclass, field
 from functools import cache
 
@@ -59,23 +60,30 @@ def node_terms(
 ) -> list[NodeTerms]:
     """Per storage node of the template: its count terms (see the module docstring).
 
-    A tensor's terms depend only on its chain (positions and components) and the spatial
-    loops; ``memo`` (one per Einsum and architecture) shares them between templates. The
-    terms are never modified."""
+    A tensor's terms depend only on its chain's components and on where each spatial
+    loop sits among its chain's nodes (between which two: the positions themselves never
+    enter a count); ``memo`` (one per Einsum and architecture) shares them between
+    templates, whose nodes then hold the same term lists. The terms are never modified."""
     holders = template.holders
     n = len(holders)
     out: list[NodeTerms] = []
     for t in info.tensors:
-        chain = tuple(j for j, h in enumerate(holders) if h.tensor == t) + (n,)
-        comps = tuple(holders[j].component for j in chain[:-1]) + (template.compute,)
-        key = ("terms", t, chain, comps, template.spatial)
-        if memo is not None and key in memo:
-            out += memo[key]
-            continue
-        nodes = _tensor_terms(template, info, flat, t, list(chain), list(comps), memo)
-        if memo is not None:
-            memo[key] = nodes
-        out += nodes
+        chain = [j for j, h in enumerate(holders) if h.tensor == t] + [n]
+        comps = [holders[j].component for j in chain[:-1]] + [template.compute]
+        spatial = tuple(
+            (s.component, s.dimension, s.level, s.var, s.trips, bisect_left(chain, s.slot))
+            for s in template.spatial
+        )
+        key = ("terms", t, tuple(comps), spatial)
+        shared = memo.get(key) if memo is not None else None
+        if shared is None:
+            shared = _tensor_terms(template, info, flat, t, chain, comps, memo)
+            if memo is not None:
+                memo[key] = shared
+        out += [
+            NodeTerms(chain[k], node.tensor, node.component, node.backing, node.terms)
+            for k, node in zip(range(1, len(chain)), shared, strict=True)
+        ]
     return out
 
 
