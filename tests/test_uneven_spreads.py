@@ -173,3 +173,28 @@ def test_every_unpruned_row_with_uneven_spreads_is_scored_by_the_model(seed, tmp
         r = evaluate_mapping(spec, table.mapping(row), einsums=["Z"], check=False)
         assert r.energy == pytest.approx(float(table.energy[row]), rel=1e-9)
         assert r.latency == pytest.approx(float(table.latency[row]), rel=1e-9)
+
+
+def test_a_rank_cut_evenly_is_spread_evenly_beside_an_uneven_spread(tmp_path):
+    """m (3) spreads unevenly over X (2 + 1); n (20, above the bound: its tiles are the
+    divisors of 20) spreads over Y only evenly, whole tiles of 10 on 2 instances, never
+    11..19 (which needed 2 instances too, and crashed the search: mobilenet_28 on
+    tpu_v4i). The optimum is the brute force's."""
+    assert spread_tiles(20, 20, 2, uneven=False) == [10]
+    assert spread_tiles(20, 20, 3, uneven=False) == []
+    wl = workload({"m": 3, "k": 1, "n": 20}, chain_matmul("Z", "A", "B", "Z", "k", "n"))
+    fan = [dim("X", 2, may_reuse="All"), dim("Y", 2, may_reuse="All")]
+    ar = arch(
+        memory("DRAM", "inf", 50, 50),
+        memory("RF", 64, 1, 1, spatial=fan, tensors={"may_keep": "All"}),
+        compute_unit("MAC", 1),
+    )
+    path = tmp_path / "evenly.yaml"
+    path.write_text(to_yaml({**ar, **wl}))
+    spec = load_spec(path)
+    best = brute_force(spec, "Z", limit=20000)
+    table = generate_pmappings(spec, "Z", objective="all", config=CONFIG)
+    assert best.valid > 0
+    assert table.energy.min() == pytest.approx(best.energy, rel=1e-9)
+    assert table.latency.min() == pytest.approx(best.latency, rel=1e-9)
+    assert (table.energy * table.latency).min() == pytest.approx(best.edp, rel=1e-9)

@@ -29,21 +29,25 @@ Mode = tuple[int, ...]
 """Spatial loops (indices into the template's) counted one tile per parent tile."""
 
 
-def spread_tiles(bound: int, tile: int, trips: int) -> list[int]:
+def spread_tiles(bound: int, tile: int, trips: int, uneven: bool = True) -> list[int]:
     """Tiles a spatial loop over ``trips`` instances may leave below ``tile``: its even
     share, or, when ``tile`` is the whole rank (the variable's first loop, which may take
-    any size), every size that needs exactly ``trips`` instances."""
-    if tile == bound:
+    any size) and the variable may be cut unevenly (``uneven``: its tiles may be any
+    size, not only divisors of the rank), every size that needs exactly ``trips``
+    instances."""
+    if tile == bound and uneven:
         return [s for s in range(1, bound + 1) if -(-bound // s) == trips]
     return [tile // trips] if tile % trips == 0 else []
 
 
 @lru_cache(maxsize=256)
-def _spread_table(bound: int, trips: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+def _spread_table(
+    bound: int, trips: tuple[int, ...], uneven: bool
+) -> tuple[np.ndarray, np.ndarray]:
     """:func:`spread_tiles` of every tile up to ``bound``, over each of ``trips`` in
     turn, as CSR (offsets, values)."""
     lists = [
-        [s for t in trips for s in spread_tiles(bound, tile, t)] if tile else []
+        [s for t in trips for s in spread_tiles(bound, tile, t, uneven)] if tile else []
         for tile in range(bound + 1)
     ]
     offsets = np.cumsum([0] + [len(x) for x in lists]).astype(np.int64)
@@ -207,7 +211,11 @@ class UnevenCounts:
             if s.slot != j + 1:
                 continue
             k = variables.index(s.var)
-            offsets, values = _spread_table(int(bounds[k]), self.trips(i))
+            # A variable cut evenly only (a rank above the spread bound: its tiles are
+            # divisors) is spread evenly, even in a template with uneven spreads.
+            offsets, values = _spread_table(
+                int(bounds[k]), self.trips(i), bool(self.tiler.imperfect[k])
+            )
             start, stop = offsets[below[:, k]], offsets[below[:, k] + 1]
             count = stop - start
             pick = np.repeat(np.arange(len(below)), count)
