@@ -19,6 +19,7 @@ group of variables at a time, which is exact because the bases factor over them.
 from __future__ import annotations
 
 import math
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -83,14 +84,18 @@ def basis_trend(info: EinsumInfo, tensor: str, basis: str, cands: dict[str, np.n
     return Trend(falls, rises)
 
 
+_BOUNDED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+"""Per tiler, its :func:`bounded_terms` (worked out once; gone with the tiler)."""
+
+
 def bounded_terms(tiler) -> list[tuple[int, int, float]]:
     """(position, basis index, energy per value) of every term of the tiler's storage
     nodes (not the compute leaf) whose energy never falls as tiles shrink; the basis
     index is into :func:`basis_keys` (worked out once per tiler, and once per node of
     the Einsum: templates share their nodes' terms)."""
-    got = getattr(tiler, "_bounded_terms", None)
+    got = _BOUNDED.get(tiler)
     if got is None:
-        got = tiler._bounded_terms = [
+        got = _BOUNDED[tiler] = [
             (node.position, k, factor)
             for node in tiler.nodes
             if node.position < len(tiler.t.holders)
@@ -105,14 +110,7 @@ def _node_terms(tiler, node: NodeTerms) -> list[tuple[int, float]]:
     key = ("rest terms", id(node.terms), tuple(tiler.imperfect))  # shared by templates
     got = tiler.memo.get(key)
     if got is None or got[0] is not node.terms:  # kept with it: the id stays its own
-        keys = {k: i for i, k in enumerate(basis_keys(tiler.info))}
-        terms = []
-        if _never_falls(tiler, node):
-            for term in node.terms:
-                factor = tiler.energy_per_value(term)
-                if factor:
-                    terms.append((keys[(term.tensor, term.basis)], factor))
-        got = tiler.memo[key] = (node.terms, terms)
+        got = tiler.memo[key] = (node.terms, _terms_if_never_falling(tiler, node))
     return got[1]
 
 
@@ -121,12 +119,16 @@ def basis_keys(info: EinsumInfo) -> list[tuple[str, str]]:
     return [(t, b) for t in info.tensors for b in ("fill", "first")]
 
 
-def _never_falls(tiler, node: NodeTerms) -> bool:
+def _terms_if_never_falling(tiler, node: NodeTerms) -> list[tuple[int, float]]:
+    """(basis index, energy per value) of the node's terms that cost energy, if each
+    never falls as tiles shrink (else none: the node gets no bound)."""
+    keys = {k: i for i, k in enumerate(basis_keys(tiler.info))}
+    out = []
     for term in node.terms:
         try:
             factor = tiler.energy_per_value(term)
         except SpecError:  # no energy for the action: raised where the node is costed
-            return False
+            return []
         if not factor:
             continue
         key = ("trend", term.tensor, term.basis, tuple(tiler.imperfect))
@@ -135,8 +137,9 @@ def _never_falls(tiler, node: NodeTerms) -> bool:
             cands = dict(zip(tiler.vars, tiler.cands, strict=True))
             trend = tiler.memo[key] = basis_trend(tiler.info, term.tensor, term.basis, cands)
         if not (trend.never_falls if factor > 0 else trend.never_rises):
-            return False
-    return True
+            return []
+        out.append((keys[(term.tensor, term.basis)], factor))
+    return out
 
 
 def within_ceilings(stage: Stage, j: int, members: list[tuple]) -> np.ndarray:
