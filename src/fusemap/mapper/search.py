@@ -112,16 +112,13 @@ def tile_templates(
                 more = shared.get(key) if key is not None else None
                 if more is None:
                     prev = stages[-1] if stages else None
-                    if below is stages_below_fused_node:
-                        # The loosest ceiling of the templates sharing the result.
-                        sharing = [tiler] if key is None else [
-                            t for t in (tilers[k] for k in group)
-                            if t.p_max == j and t.share_key() == key
-                        ]  # fmt: skip
-                        ceiling = max(_ceiling(best, [t], least[0]) for t in sharing)
-                        more = below(tiler, prev, fronts, ceiling)
-                    else:
-                        more = below(tiler, prev, fronts)
+                    # The loosest ceiling of the templates sharing the result.
+                    sharing = [tiler] if key is None else [
+                        t for t in (tilers[k] for k in group)
+                        if t.p_max == j and t.share_key() == key
+                    ]  # fmt: skip
+                    ceiling = max(_ceiling(best, [t], least[0]) for t in sharing)
+                    more = below(tiler, prev, fronts, ceiling)
                     if key is not None:
                         shared[key] = more
                     if counts is not None:

@@ -166,6 +166,7 @@ class TemplateTiler(NodeCosts):
                     self._latency_column(c, a)
         # A spatial loop over a variable that may be cut unevenly: per-row counts.
         self.uneven = UnevenCounts(self) if self.imperfect_spread else None
+        self._spreadable_memo: dict[tuple, np.ndarray | None] = {}
         if self.uneven is not None:
             self.layout.add(OPS_COLUMN)
         used = self._used()
@@ -335,14 +336,15 @@ class TemplateTiler(NodeCosts):
         a capacity, and a branch-and-bound best)."""
         return tuple(sorted(self.held.items()))
 
-    def stage(self, j: int, prev: Stage | None, ceiling: float = np.inf) -> Stage:
+    def stage(self, j: int, prev: Stage | None, ceiling: float | np.ndarray = np.inf) -> Stage:
         """Extend the partial tile shapes above node ``j`` through its gap, and prune.
 
         The gap's loops are chosen one rank variable at a time, pruning in between: rows
         that agree on every size so far (and on what the node's reservation still needs,
         and, with fusion, on the fused prefix) face the same future, so only their
-        Pareto-optimal ones go on. Rows whose energy so far passes ``ceiling`` are dropped
-        once the node is costed (branch and bound: costs only add up).
+        Pareto-optimal ones go on. Rows whose energy so far passes ``ceiling`` (one, or
+        one per row entering) are dropped once the node is costed (branch and bound:
+        costs only add up).
         """
         t = self.t
         sizes, crit, seq, depth = self.rows_above(prev)
@@ -380,7 +382,7 @@ class TemplateTiler(NodeCosts):
         in_prefix = j < self.p_max  # this gap's loops belong to the fused prefix
         cur = sizes
         origin = np.arange(len(sizes), dtype=np.int64)
-        if np.isfinite(ceiling):
+        if np.ndim(ceiling) or np.isfinite(ceiling):
             origin = np.flatnonzero(cost[:, 0] <= ceiling)
             cur, cost = sizes[origin], cost[origin]
         evaluated = 0
@@ -388,6 +390,10 @@ class TemplateTiler(NodeCosts):
             if (j, v) in t.blocked or not self._useful(j, v):
                 continue
             cur, par = self._expand_one(cur, k)
+            spreadable = self._spreadable(j, k)
+            if spreadable is not None:
+                fine = np.isin(cur[:, k], spreadable)
+                cur, par = cur[fine], par[fine]
             if j == len(t.holders) - 1:  # the last gap ends at one operation
                 fine = np.zeros(len(cur), dtype=bool)
                 for size in self._reaches_leaf(k):
@@ -430,6 +436,8 @@ class TemplateTiler(NodeCosts):
             if in_prefix:
                 tiles = None if state is None else self.uneven.tiles_at(j + 1, state)
                 new_seq = self._gap_tokens(j, new_seq, sizes[origin], mids, below, tiles)
+        if state is not None:
+            state = self.uneven.canonical(j + 1, state)
         ids = None if state is None else self.uneven.ids(state)
         key = self._group(below, ids=self._ids(new_seq if self.fusion else None, ids))
         keep = self._prune(key, self._pruning_view(j + 1, below, cost))
@@ -438,6 +446,29 @@ class TemplateTiler(NodeCosts):
             int(fits.sum()), new_seq[keep], new_depth[keep],
             None if state is None else state[keep],
         )  # fmt: skip
+
+    def _spreadable(self, j: int, k: int) -> np.ndarray | None:
+        """The tiles of variable ``k`` that the spatial loops above node ``j + 1`` can
+        spread (None: none of them is over ``k``).
+
+        A row with another tile there is dropped after the gap (:meth:`_spread` leaves it
+        no tile below), and until then it shares no pruning group with a row that stays
+        (their tiles of ``k`` differ), so dropping it as soon as its loop over ``k`` is
+        chosen changes nothing else.
+        """
+        key = (j, k, None if self.uneven is None else tuple(self.uneven.choices))
+        if key not in self._spreadable_memo:
+            v = self.vars[k]
+            loops = [i for i, s in enumerate(self.t.spatial) if s.slot == j + 1 and s.var == v]
+            cands = self.cands[k]
+            if not loops:
+                self._spreadable_memo[key] = None
+            elif self.uneven is None:
+                trips = math.prod(self.t.spatial[i].trips for i in loops)
+                self._spreadable_memo[key] = cands[cands % trips == 0]
+            else:
+                self._spreadable_memo[key] = self.uneven.spreadable(k, loops, cands)
+        return self._spreadable_memo[key]
 
     def _reaches_leaf(self, k: int) -> set[int]:
         """The sizes of variable ``k`` after the last gap's temporal loops that the

@@ -110,6 +110,12 @@ class UnevenCounts:
         self.radix = 1 + max(bounds, default=0)
         if self.radix ** len(self.free) >= 2**62:  # codes would overflow: search alone
             self.free = []
+        # Loops over a variable cut evenly only (its tiles divide its rank): their
+        # virtual bound is the bound over their trips whatever their tiles (see
+        # :meth:`canonical`).
+        self.even = [
+            i for i, s in enumerate(self.loops) if not tiler.imperfect[tiler.vars.index(s.var)]
+        ]
         self.choices: list[tuple[int, ...]] = [self.own]
         self.holders: dict[int, list[tuple[str, int, tuple, tuple]]] = {}
         for x in info.tensors:
@@ -199,6 +205,23 @@ class UnevenCounts:
             return state[:, : self.width]
         return np.concatenate([state, np.zeros((len(state), self.width - state.shape[1]))], 1)
 
+    def canonical(self, slot: int, state: np.ndarray) -> np.ndarray:
+        """``state`` with the tiles around each evenly cut spatial loop down to ``slot``
+        written as (trips, 1): rows that differ only there face the same future.
+
+        Every count reads those tiles through :func:`virtual_bound` and ``_starts``'s
+        trips. For a variable cut evenly the tile ``S`` above the loop divides the
+        (virtual) bound ``B`` and leaves ``S / trips`` below, so
+        ``virtual_bound(B, S, S / trips) = B / trips = virtual_bound(B, trips, 1)`` and
+        ``ceil(min(B, S) / (S / trips)) = trips = ceil(min(B, trips) / 1)``.
+        """
+        for i in self.even:
+            if self.loops[i].slot <= slot:
+                col = self.base + 2 * i
+                state[:, col] = self.loops[i].trips
+                state[:, col + 1] = 1
+        return state
+
     def spread(self, j: int, mids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The spatial loops above node ``j + 1``: (row of ``mids`` each result row comes
         from, tiles below them, state-wide columns where each of these loops has its
@@ -226,6 +249,22 @@ class UnevenCounts:
             cols[:, self.base + 2 * i + 1] = tiles
             below[:, k] = tiles
         return rep, below, cols
+
+    def spreadable(self, k: int, loops: list[int], cands: np.ndarray) -> np.ndarray:
+        """The tiles among ``cands`` of variable ``k`` that spatial ``loops`` (all of one
+        slot, over ``k``, in order) can spread, each with some trips it may take: those
+        :meth:`spread` leaves some tile below."""
+        bound, imperfect = int(self.tiler.bounds[k]), bool(self.tiler.imperfect[k])
+        origin = np.arange(len(cands))
+        tiles = cands.astype(np.int64)
+        for i in loops:
+            offsets, values = _spread_table(bound, self.trips(i), imperfect)
+            count = offsets[tiles + 1] - offsets[tiles]
+            pick = np.repeat(np.arange(len(tiles)), count)
+            within = np.arange(len(pick)) - np.repeat(np.cumsum(count) - count, count)
+            tiles = values[np.repeat(offsets[tiles], count) + within]
+            origin = origin[pick]
+        return cands[np.unique(origin)]
 
     def ids(self, state: np.ndarray) -> np.ndarray:
         """One integer per distinct state (rows with equal tiles but other states face

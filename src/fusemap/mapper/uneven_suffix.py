@@ -34,9 +34,13 @@ def applies(tiler) -> bool:
     return tiler.uneven is not None and tiler.p_max >= 0 and tiler.prune and not tiler.relaxed
 
 
-def stages_below_fused_node(tiler, prev: Stage | None, cache) -> list[Stage]:
+def stages_below_fused_node(
+    tiler, prev: Stage | None, cache, ceiling: float = np.inf
+) -> list[Stage]:
     """The stages from the deepest fused node down (what :meth:`TemplateTiler.stage`
-    would give, searched once per start)."""
+    would give, searched once per start). ``ceiling``: most energy a complete row may
+    have spent before the compute leaf's (branch and bound, as in the top-down stages);
+    a start's rows may spend it less the cheapest prefix row that meets them."""
     sizes, crit, seq, depth = tiler.rows_above(prev)
     state = tiler._state_above(prev, len(sizes))
     holder = tiler.t.holders[tiler.p_max]
@@ -45,7 +49,9 @@ def stages_below_fused_node(tiler, prev: Stage | None, cache) -> list[Stage]:
     starts = np.concatenate([sizes.astype(np.float64), state], axis=1)
     _, first, inverse = np.unique(starts, axis=0, return_index=True, return_inverse=True)
     inverse = inverse.ravel()
-    suffix = _search(tiler, sizes[first], state[first])
+    cheapest = np.full(len(first), np.inf)
+    np.minimum.at(cheapest, inverse, crit[:, 0])
+    suffix = _search(tiler, sizes[first], state[first], ceiling - cheapest)
     last = suffix[-1]
     # Every prefix row with every row of its start's front.
     order = np.argsort(last.seq, kind="stable")
@@ -91,9 +97,10 @@ def stages_below_fused_node(tiler, prev: Stage | None, cache) -> list[Stage]:
     return out
 
 
-def _search(tiler, sizes: np.ndarray, state: np.ndarray) -> list[Stage]:
+def _search(tiler, sizes: np.ndarray, state: np.ndarray, ceilings: np.ndarray) -> list[Stage]:
     """Top-down stages from the deepest fused node to the leaf, for rows that start
-    there with ``sizes`` and ``state``, each start its own id (``seq``)."""
+    there with ``sizes`` and ``state``, each start its own id (``seq``) and its own
+    ceiling on the energy its rows spend."""
     twin = copy.copy(tiler)
     twin.interner = _PassThrough()
     twin.reservations_are_objectives = True  # the prefix's reservations are not known
@@ -104,6 +111,6 @@ def _search(tiler, sizes: np.ndarray, state: np.ndarray) -> list[Stage]:
     )  # fmt: skip
     out: list[Stage] = []
     for j in range(tiler.p_max, len(tiler.t.holders)):
-        st = twin.stage(j, st)
+        st = twin.stage(j, st, ceilings[st.seq] if len(ceilings) else np.inf)
         out.append(st)
     return out
