@@ -12,6 +12,8 @@ import itertools
 import math
 from dataclasses import dataclass
 
+import pytest
+
 from fusemap.model.evaluate import evaluate_mapping
 from fusemap.spec import mapping as M
 from fusemap.spec.arch_eval import ArchEvaluator
@@ -226,3 +228,14 @@ def brute_force(spec: Spec, einsum: str, imperfect_max: int = 16, limit: int = 2
 def count(spec: Spec, einsum: str, imperfect_max: int = 16, stop: int = 10**6) -> int:
     """Number of mappings (without scoring them), counting no further than ``stop``."""
     return sum(1 for _ in itertools.islice(mappings(spec, einsum, imperfect_max), stop + 1))
+
+
+def assert_optimum(table, best: Best) -> None:
+    """A table's least energy, latency and EDP are the brute force's (no row when no
+    mapping is valid)."""
+    if best.valid == 0:
+        assert len(table) == 0
+        return
+    assert table.energy.min() == pytest.approx(best.energy, rel=1e-9)
+    assert table.latency.min() == pytest.approx(best.latency, rel=1e-9)
+    assert (table.energy * table.latency).min() == pytest.approx(best.edp, rel=1e-9)
