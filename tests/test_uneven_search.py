@@ -7,6 +7,8 @@ force's.
   written as (trips, 1), so rows that differ only there share a pruning group;
 * ``TemplateTiler._spreadable``: a gap's loop leaving a tile its spatial loops cannot
   spread is dropped when chosen, not after the gap;
+* ``TemplateTiler._reaching``: below the deepest fused node, likewise a tile from which
+  no tile the spatial loops further down can spread is reachable;
 * ``uneven_suffix``: the search below the deepest fused node has each start's ceiling.
 """
 
@@ -20,7 +22,7 @@ import pytest
 from fusemap.mapper import uneven_suffix
 from fusemap.mapper.pmappings import generate_pmappings
 from fusemap.mapper.space import config_from_spec
-from fusemap.mapper.tiling import TemplateTiler
+from fusemap.mapper.tiling import TemplateTiler, _reaching
 from fusemap.mapper.uneven import UnevenCounts
 from fusemap.model.evaluate import evaluate_mapping
 from fusemap.spec.resolve import resolve_workload
@@ -33,30 +35,31 @@ BOUND = 4
 """``imperfect_max_bound`` of the cases: ranks of 3 spread unevenly, of 6 and 8 evenly."""
 
 
-def _chain(seed: int, tmp_path):
+def _chain(seed: int, tmp_path, deep: bool = False):
     """Two matmuls in a chain on two levels: m of 3 (spread unevenly) beside n of 6
-    (evenly)."""
+    (evenly). ``deep``: one fanout on the register files, one on the MACs below them."""
     rng = random.Random(seed)
     b = {"m": 3, "k": rng.choice([1, 2]), "n": 6, "q": rng.choice([1, 2])}
     wl = workload(
         b, chain_matmul("A", "I", "W", "T", "k", "n"), chain_matmul("B", "T", "V", "O", "n", "q")
     )
     path = tmp_path / f"chain{seed}.yaml"
-    path.write_text(to_yaml({**_arch(rng), **wl, "mapper": {"imperfect_max_bound": BOUND}}))
+    path.write_text(to_yaml({**_arch(rng, deep), **wl, "mapper": {"imperfect_max_bound": BOUND}}))
     return load_spec(path)
 
 
-def _arch(rng: random.Random) -> dict:
-    """DRAM, then a register file on a fanout of 2-4 instances."""
+def _arch(rng: random.Random, deep: bool = False) -> dict:
+    """DRAM, then a register file on a fanout of 2-4 instances (and 2 MACs each)."""
     reuse = lambda: rng.choice(["All", "Nothing", "Inputs", "Outputs"])  # noqa: E731
     fanout = [
         dim("X", rng.choice([2, 3, 4]), may_reuse=reuse(), min_usage=rng.choice([0, 1])),
         dim("Y", 2, may_reuse=reuse()),
     ]
+    macs = [fanout.pop()] if deep else None
     return arch(
         memory("DRAM", "inf", 50, 50, tensors={"may_keep": "All"}),
         memory("RF", rng.choice([12, 24]), 1, 1, spatial=fanout, tensors={"may_keep": "All"}),
-        compute_unit("MAC", 1, throughput=rng.choice([1, 2])),
+        compute_unit("MAC", 1, throughput=rng.choice([1, 2]), spatial=macs),
     )
 
 
@@ -77,6 +80,7 @@ def _evaluated(tables: dict) -> int:
 SHORTCUTS = {
     "canonical": (UnevenCounts, "canonical", lambda self, slot, state: state),
     "spreadable": (TemplateTiler, "_spreadable", lambda self, j, k: None),
+    "reaching": (TemplateTiler, "_reaching", lambda self, j, k: None),
 }
 
 
@@ -84,7 +88,8 @@ SHORTCUTS = {
 def test_each_shortcut_leaves_the_tables_and_saves_work(shortcut, tmp_path, monkeypatch):
     """Complete tables row for row with the shortcut and without it, over three chains;
     without it more partial tile shapes are costed."""
-    specs = [_chain(seed, tmp_path) for seed in (1, 4, 5)]
+    deep = shortcut == "reaching"  # spatial loops two gaps below others
+    specs = [_chain(seed, tmp_path, deep) for seed in (1, 4, 5)]
     got = [_tables(spec) for spec in specs]
     owner, name, plain = SHORTCUTS[shortcut]
     monkeypatch.setattr(owner, name, plain)
@@ -145,3 +150,13 @@ def test_ranks_cut_evenly_beside_uneven_spreads_reach_the_brute_force(seed, tmp_
         r = evaluate_mapping(spec, table.mapping(row), einsums=["Z"], check=False)
         assert r.energy == pytest.approx(float(table.energy[row]), rel=1e-9)
         assert r.latency == pytest.approx(float(table.latency[row]), rel=1e-9)
+
+
+def test_tiles_reaching_a_spreadable_one_by_hand():
+    """From a tile, loops leave divisors (a rank cut evenly) or the tiles
+    ``next_sizes`` lists (unevenly: 4 leaves 2 or 1, 3 and 5 only 1)."""
+    assert _reaching(12, False, (4,)).tolist() == [4, 12]  # 6 leaves no 4
+    assert _reaching(12, False, (6,)).tolist() == [6, 12]
+    assert _reaching(8, False, (2,)).tolist() == [2, 4, 8]  # 8 -> 4 -> 2 too
+    assert _reaching(6, True, (2, 6)).tolist() == [2, 4, 6]
+    assert _reaching(6, True, (4,)).tolist() == [4, 6]

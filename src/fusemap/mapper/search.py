@@ -100,6 +100,10 @@ def tile_templates(
             return
         rest = []
         shared: dict[tuple, list[Stage]] = {}  # suffixes of templates searched together
+        sharing: dict[tuple, list[TemplateTiler]] = {}  # their templates
+        for i in group:
+            if tilers[i].p_max == j and share_keys[i] is not None:
+                sharing.setdefault(share_keys[i], []).append(tilers[i])
         for i in group:  # fused templates whose suffix is searched bottom-up end here
             tiler = tilers[i]
             below = None
@@ -108,16 +112,13 @@ def tile_templates(
             elif tiler.p_max == j and uneven_suffix.applies(tiler):
                 below = uneven_suffix.stages_below_fused_node
             if below is not None:
-                key = tiler.share_key()
+                key = share_keys[i]
                 more = shared.get(key) if key is not None else None
                 if more is None:
                     prev = stages[-1] if stages else None
                     # The loosest ceiling of the templates sharing the result.
-                    sharing = [tiler] if key is None else [
-                        t for t in (tilers[k] for k in group)
-                        if t.p_max == j and t.share_key() == key
-                    ]  # fmt: skip
-                    ceiling = max(_ceiling(best, [t], least[0]) for t in sharing)
+                    users = [tiler] if key is None else sharing[key]
+                    ceiling = max(_ceiling(best, [t], least[0]) for t in users)
                     more = below(tiler, prev, fronts, ceiling)
                     if key is not None:
                         shared[key] = more
@@ -151,6 +152,7 @@ def tile_templates(
 
     by_unit: dict[str, list[int]] = {}
     _share_trips([t for t in tilers if t.uneven is not None])
+    share_keys = [t.share_key() for t in tilers]  # fixed once the trips are shared
     for i, t in enumerate(tilers):
         # Templates that fuse nothing and hold nothing, searched by an earlier table of
         # an Einsum equal up to names: that search's rows (they also bound the rest).

@@ -77,6 +77,21 @@ def _tile_tables(bound: int, imperfect: bool) -> tuple[np.ndarray, tuple, np.nda
     return c, options, lookup
 
 
+@lru_cache(maxsize=1024)
+def _reaching(bound: int, imperfect: bool, target: tuple[int, ...]) -> np.ndarray:
+    """The candidate tiles from which loops (none, one or more) can leave one of
+    ``target`` (shared by every template's tiler, read-only)."""
+    cands, (offsets, values), index_of = _tile_tables(bound, imperfect)
+    good = np.isin(cands, target)
+    for i in np.argsort(cands, kind="stable"):  # a loop leaves only smaller tiles
+        if not good[i]:
+            nxt = values[offsets[i] : offsets[i + 1]]
+            good[i] = bool(good[index_of[nxt[nxt < cands[i]]]].any())
+    out = cands[good]
+    out.flags.writeable = False
+    return out
+
+
 class TemplateTiler(NodeCosts):
     """Runs the dynamic program for one template."""
 
@@ -167,6 +182,9 @@ class TemplateTiler(NodeCosts):
         # A spatial loop over a variable that may be cut unevenly: per-row counts.
         self.uneven = UnevenCounts(self) if self.imperfect_spread else None
         self._spreadable_memo: dict[tuple, np.ndarray | None] = {}
+        # Drop rows whose tiles no spatial loop further down can spread (_tile_floor):
+        # only where every template sharing the stages has the same loops below.
+        self.looks_ahead = False
         if self.uneven is not None:
             self.layout.add(OPS_COLUMN)
         used = self._used()
@@ -391,6 +409,8 @@ class TemplateTiler(NodeCosts):
                 continue
             cur, par = self._expand_one(cur, k)
             spreadable = self._spreadable(j, k)
+            if spreadable is None and self.looks_ahead:
+                spreadable = self._reaching(j, k)
             if spreadable is not None:
                 fine = np.isin(cur[:, k], spreadable)
                 cur, par = cur[fine], par[fine]
@@ -468,6 +488,28 @@ class TemplateTiler(NodeCosts):
                 self._spreadable_memo[key] = cands[cands % trips == 0]
             else:
                 self._spreadable_memo[key] = self.uneven.spreadable(k, loops, cands)
+        return self._spreadable_memo[key]
+
+    def _reaching(self, j: int, k: int) -> np.ndarray | None:
+        """The tiles of variable ``k`` after gap ``j`` from which temporal loops can still
+        reach one that the nearest spatial loops over ``k`` further down can spread
+        (None: no such loop below, or one right below the gap: :meth:`_spreadable`).
+
+        No spatial loop over ``k`` sits in between, so only temporal loops change the
+        tile until then; a row with another tile has no complete tile shape. Only for a
+        tiler whose stages no template with other loops below shares (:attr:`looks_ahead`).
+        """
+        key = ("reaching", j, k, None if self.uneven is None else tuple(self.uneven.choices))
+        if key not in self._spreadable_memo:
+            v = self.vars[k]
+            slots = [s.slot for s in self.t.spatial if s.var == v and s.slot > j]
+            out = None
+            if slots and min(slots) > j + 1:
+                target = self._spreadable(min(slots) - 1, k)
+                assert target is not None
+                bound, imperfect = int(self.bounds[k]), bool(self.imperfect[k])
+                out = _reaching(bound, imperfect, tuple(int(x) for x in target))
+            self._spreadable_memo[key] = out
         return self._spreadable_memo[key]
 
     def _reaches_leaf(self, k: int) -> set[int]:

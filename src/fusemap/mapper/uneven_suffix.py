@@ -104,6 +104,7 @@ def _search(tiler, sizes: np.ndarray, state: np.ndarray, ceilings: np.ndarray) -
     twin = copy.copy(tiler)
     twin.interner = _PassThrough()
     twin.reservations_are_objectives = True  # the prefix's reservations are not known
+    twin.looks_ahead = True  # its stages are its own (and its share_key's, same loops)
     ids = np.arange(len(sizes), dtype=np.int64)
     st = Stage(
         sizes, np.zeros((len(sizes), tiler.width)), sizes, ids, 0, 0, ids,
