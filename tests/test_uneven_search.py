@@ -49,7 +49,8 @@ def _chain(seed: int, tmp_path, deep: bool = False):
 
 
 def _arch(rng: random.Random, deep: bool = False) -> dict:
-    """DRAM, then a register file on a fanout of 2-4 instances (and 2 MACs each)."""
+    """DRAM, then a register file on a fanout of 2-4 instances and 2 (``deep``: the 2
+    are MACs below each register file)."""
     reuse = lambda: rng.choice(["All", "Nothing", "Inputs", "Outputs"])  # noqa: E731
     fanout = [
         dim("X", rng.choice([2, 3, 4]), may_reuse=reuse(), min_usage=rng.choice([0, 1])),

@@ -182,7 +182,7 @@ class TemplateTiler(NodeCosts):
         # A spatial loop over a variable that may be cut unevenly: per-row counts.
         self.uneven = UnevenCounts(self) if self.imperfect_spread else None
         self._spreadable_memo: dict[tuple, np.ndarray | None] = {}
-        # Drop rows whose tiles no spatial loop further down can spread (_tile_floor):
+        # Drop rows whose tiles no spatial loop further down can spread (_reaching):
         # only where every template sharing the stages has the same loops below.
         self.looks_ahead = False
         if self.uneven is not None:
