@@ -20,5 +20,6 @@ def test_workers_do_not_change_the_mapping():
     assert two.best.result.energy == one.best.result.energy
     assert two.best.result.latency == one.best.result.latency
     assert two.statistics.pmappings == one.statistics.pmappings
-    # Workers report their own peak memory (a finished-children figure would miss them).
-    assert two.statistics.peak_mb > 50 and one.statistics.peak_mb > 50
+    # Workers report their own peak memory (a finished-children figure would miss them,
+    # leaving the 0 a table starts with); how much is the machine's, not asserted.
+    assert two.statistics.peak_mb > 0 and one.statistics.peak_mb > 0
