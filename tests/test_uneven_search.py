@@ -22,7 +22,7 @@ import pytest
 from fusemap.mapper import uneven_suffix
 from fusemap.mapper.pmappings import generate_pmappings
 from fusemap.mapper.space import config_from_spec
-from fusemap.mapper.tiling import TemplateTiler, _reaching
+from fusemap.mapper.tiling import TemplateTiler, tiles_reaching
 from fusemap.mapper.uneven import UnevenCounts
 from fusemap.model.evaluate import evaluate_mapping
 from fusemap.spec.resolve import resolve_workload
@@ -156,8 +156,8 @@ def test_ranks_cut_evenly_beside_uneven_spreads_reach_the_brute_force(seed, tmp_
 def test_tiles_reaching_a_spreadable_one_by_hand():
     """From a tile, loops leave divisors (a rank cut evenly) or the tiles
     ``next_sizes`` lists (unevenly: 4 leaves 2 or 1, 3 and 5 only 1)."""
-    assert _reaching(12, False, (4,)).tolist() == [4, 12]  # 6 leaves no 4
-    assert _reaching(12, False, (6,)).tolist() == [6, 12]
-    assert _reaching(8, False, (2,)).tolist() == [2, 4, 8]  # 8 -> 4 -> 2 too
-    assert _reaching(6, True, (2, 6)).tolist() == [2, 4, 6]
-    assert _reaching(6, True, (4,)).tolist() == [4, 6]
+    assert tiles_reaching(12, False, (4,)).tolist() == [4, 12]  # 6 leaves no 4
+    assert tiles_reaching(12, False, (6,)).tolist() == [6, 12]
+    assert tiles_reaching(8, False, (2,)).tolist() == [2, 4, 8]  # 8 -> 4 -> 2 too
+    assert tiles_reaching(6, True, (2, 6)).tolist() == [2, 4, 6]
+    assert tiles_reaching(6, True, (4,)).tolist() == [4, 6]

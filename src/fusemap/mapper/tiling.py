@@ -78,7 +78,7 @@ def _tile_tables(bound: int, imperfect: bool) -> tuple[np.ndarray, tuple, np.nda
 
 
 @lru_cache(maxsize=1024)
-def _reaching(bound: int, imperfect: bool, target: tuple[int, ...]) -> np.ndarray:
+def tiles_reaching(bound: int, imperfect: bool, target: tuple[int, ...]) -> np.ndarray:
     """The candidate tiles from which loops (none, one or more) can leave one of
     ``target`` (shared by every template's tiler, read-only)."""
     cands, (offsets, values), index_of = _tile_tables(bound, imperfect)
@@ -508,7 +508,7 @@ class TemplateTiler(NodeCosts):
                 target = self._spreadable(min(slots) - 1, k)
                 assert target is not None
                 bound, imperfect = int(self.bounds[k]), bool(self.imperfect[k])
-                out = _reaching(bound, imperfect, tuple(int(x) for x in target))
+                out = tiles_reaching(bound, imperfect, tuple(int(x) for x in target))
             self._spreadable_memo[key] = out
         return self._spreadable_memo[key]
 
