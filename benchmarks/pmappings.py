@@ -18,8 +18,8 @@ from pathlib import Path
 
 from joblib import Parallel, delayed
 
-from fusemap.mapper.pmappings import generate_pmappings
-from fusemap.mapper.signature import einsum_signature
+from fusemap.mapper.pmappings.generate import generate_pmappings
+from fusemap.mapper.pmappings.signature import einsum_signature
 from fusemap.spec.arch_eval import ArchEvaluator
 from fusemap.spec.resolve import resolve_workload
 from fusemap.spec.spec import load_spec

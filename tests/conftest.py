@@ -9,7 +9,7 @@ import pytest
 
 from fusemap.examples import example_path
 from fusemap.mapper import ffm
-from fusemap.mapper.join import join
+from fusemap.mapper.join.ffm_join import join
 from fusemap.spec import limits
 from fusemap.spec.spec import load_spec
 

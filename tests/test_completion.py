@@ -19,10 +19,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fusemap.examples import example_path
-from fusemap.mapper import completion, ffm
-from fusemap.mapper.completion import live_key, prefix_compat, relaxed
-from fusemap.mapper.join import join
-from fusemap.mapper.prefix import Compatibility
+from fusemap.mapper import ffm
+from fusemap.mapper.join import completion
+from fusemap.mapper.join.completion import live_key, prefix_compat, relaxed
+from fusemap.mapper.join.ffm_join import join
+from fusemap.mapper.space.prefix import Compatibility
 from fusemap.spec.spec import load_spec
 
 

@@ -17,12 +17,12 @@ import pytest
 
 from fusemap.mapper import ffm
 from fusemap.mapper.deferred_hosting import DeferredHosting, base_key, merge_tables
-from fusemap.mapper.dependencies import FusionRules
 from fusemap.mapper.ffm import _orders, fusion_plan, map_workload
-from fusemap.mapper.pmappings import generate_pmappings
-from fusemap.mapper.prefix import marked
-from fusemap.mapper.space import config_from_spec
-from fusemap.mapper.tables import generate_tables
+from fusemap.mapper.join.dependencies import FusionRules
+from fusemap.mapper.pmappings.generate import generate_pmappings
+from fusemap.mapper.pmappings.tables import generate_tables
+from fusemap.mapper.space.prefix import marked
+from fusemap.mapper.space.templates import config_from_spec
 from fusemap.spec.arch_eval import ArchEvaluator
 from fusemap.spec.resolve import resolve_workload
 from fusemap.spec.spec import load_spec

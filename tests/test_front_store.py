@@ -12,9 +12,10 @@ import random
 import numpy as np
 import pytest
 
-from fusemap.mapper import suffix, tables
 from fusemap.mapper.ffm import map_workload
-from fusemap.mapper.pmappings import generate_pmappings
+from fusemap.mapper.pmappings import tables
+from fusemap.mapper.pmappings.generate import generate_pmappings
+from fusemap.mapper.tiling import suffix
 from fusemap.spec.spec import load_spec
 from model_helpers import access, einsum, to_yaml, workload
 from test_deferred_hosting import _config

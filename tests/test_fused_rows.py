@@ -10,10 +10,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from fusemap.mapper.fused_rows import fused_criteria, pruned_before_orders, stacked_buckets
-from fusemap.mapper.gap_orders import GapContext
-from fusemap.mapper.space import Holder, Template
-from fusemap.mapper.template_result import TemplateResult
+from fusemap.mapper.pmappings.fused_rows import (
+    fused_criteria,
+    pruned_before_orders,
+    stacked_buckets,
+)
+from fusemap.mapper.space.templates import Holder, Template
+from fusemap.mapper.tiling.gap_orders import GapContext
+from fusemap.mapper.tiling.result import TemplateResult
 
 ROOT = Holder("@root", "DRAM", 0, True, virtual=True)
 W = Holder("W", "GB", 1, False)  # own node above the fused one: lowers its reservation

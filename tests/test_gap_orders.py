@@ -21,15 +21,15 @@ import numpy as np
 import pytest
 
 from fusemap.mapper.ffm import map_workload
-from fusemap.mapper.gap_orders import (
+from fusemap.mapper.space.prefix import SpatialTile
+from fusemap.mapper.space.templates import Holder
+from fusemap.mapper.tiling.gap_orders import (
     GapContext,
     _gap_options,
     _passed,
     ordered_as_prefix,
     with_gap_orders,
 )
-from fusemap.mapper.prefix import SpatialTile
-from fusemap.mapper.space import Holder
 from fusemap.model.evaluate import evaluate_mapping
 from fusemap.spec import mapping as M
 from fusemap.spec.spec import load_spec
@@ -200,7 +200,7 @@ def test_a_fused_chain_meets_in_any_loop_order(tmp_path):
 
 def test_too_many_orders_stop_with_one_clear_message(tmp_path, monkeypatch):
     """The rows loop orders add are bounded (an allocation limit), with a message."""
-    import fusemap.mapper.gap_orders as G
+    import fusemap.mapper.tiling.gap_orders as G
     from fusemap.spec.errors import FusemapError
 
     monkeypatch.setattr(G, "MAX_ORDER_ROWS", 0)
@@ -211,8 +211,8 @@ def test_too_many_orders_stop_with_one_clear_message(tmp_path, monkeypatch):
 def test_a_shared_copy_is_lowered_as_its_row_prefix_orders_the_gap():
     """copies._passed reads the gap's loops in the row's prefix order, not the canonical
     one: X[m, k] below two loops ``m`` (relevant) and ``n`` (irrelevant)."""
-    from fusemap.mapper.copies import _passed as copy_passed
-    from fusemap.mapper.prefix import PrefixInterner
+    from fusemap.mapper.join.copies import _passed as copy_passed
+    from fusemap.mapper.space.prefix import PrefixInterner
 
     rel = {"m": "relevant", "n": "irrelevant", "k": "relevant"}
     info = SimpleNamespace(relevance=lambda _t, v: rel[v])
@@ -232,9 +232,9 @@ def test_a_shared_copy_is_lowered_as_its_row_prefix_orders_the_gap():
 def test_a_table_keeps_only_the_prefixes_it_refers_to(tmp_path):
     """The search's interner holds every prefix it met; a table sends back only its own
     (each still the same prefix), with no own-node mark left in them."""
-    from fusemap.mapper.pmappings import generate_pmappings
-    from fusemap.mapper.prefix import MARK
-    from fusemap.mapper.space import config_from_spec
+    from fusemap.mapper.pmappings.generate import generate_pmappings
+    from fusemap.mapper.space.prefix import MARK
+    from fusemap.mapper.space.templates import config_from_spec
 
     spec = _seed23_spec(tmp_path)
     config = replace(config_from_spec(spec), fusion=True)
@@ -268,10 +268,10 @@ def test_rows_of_one_marked_prefix_have_the_same_gaps(tmp_path, monkeypatch):
     nodes among the fused loops marked) with a gap of two loops or more loop over the
     same variables in every prefix gap, so every order changes them alike (rows whose
     gaps hold one loop each have one order: their marks go, they may differ)."""
-    import fusemap.mapper.pmappings as P
-    from fusemap.mapper.gap_orders import _looped_masks
-    from fusemap.mapper.prefix import MARK
-    from fusemap.mapper.space import config_from_spec
+    import fusemap.mapper.pmappings.generate as P
+    from fusemap.mapper.space.prefix import MARK
+    from fusemap.mapper.space.templates import config_from_spec
+    from fusemap.mapper.tiling.gap_orders import _looped_masks
 
     seen = []
 

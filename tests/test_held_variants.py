@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import pytest
 
-from fusemap.mapper import pmappings, search
 from fusemap.mapper.ffm import map_workload
+from fusemap.mapper.pmappings import generate as pmappings
+from fusemap.mapper.tiling import search
 from test_deferred_hosting import _spec
 
 SEEDS = range(12)
@@ -58,7 +59,7 @@ def _least_beside_each_amount(spec, skip: bool, monkeypatch) -> list[float]:
     amount it may host: what the join takes from them."""
     import numpy as np
 
-    from fusemap.mapper.space import join_memories
+    from fusemap.mapper.space.templates import join_memories
     from test_deferred_hosting import _config
 
     monkeypatch.setattr(pmappings, "SKIP_FITTING_VARIANTS", skip)

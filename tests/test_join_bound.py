@@ -13,8 +13,8 @@ import pytest
 from fusemap.examples import example_path
 from fusemap.mapper import ffm
 from fusemap.mapper.ffm import map_workload
-from fusemap.mapper.join import Bound
-from fusemap.mapper.join_rows import Group
+from fusemap.mapper.join.ffm_join import Bound
+from fusemap.mapper.join.rows import Group
 from fusemap.spec.spec import load_spec
 
 
@@ -152,7 +152,7 @@ def test_pieces_that_match_no_group_are_not_formed(objective, kib, tables_once, 
     """The join forms pieces only of rows whose compatibility with earlier Einsums some
     group has: the same mappings as forming every piece, and fewer pieces formed when
     many rows are joined."""
-    from fusemap.mapper import join as join_module
+    from fusemap.mapper.join import ffm_join as join_module
 
     spec = _spec(kib)
     real = join_module._pieces

@@ -19,11 +19,11 @@ from pathlib import Path
 import pytest
 
 from fusemap.mapper import ffm
-from fusemap.mapper.assemble import _merge_gap, assemble
-from fusemap.mapper.dependencies import FusionRules
-from fusemap.mapper.exposure import FRESH, KEPT, SKIPPED, exposures, shared_adds
-from fusemap.mapper.join import _Piece
-from fusemap.mapper.prefix import Compatibility
+from fusemap.mapper.join.assemble import _merge_gap, assemble
+from fusemap.mapper.join.dependencies import FusionRules
+from fusemap.mapper.join.exposure import FRESH, KEPT, SKIPPED, exposures, shared_adds
+from fusemap.mapper.join.ffm_join import _Piece
+from fusemap.mapper.space.prefix import Compatibility
 from fusemap.model.evaluate import evaluate_mapping
 from fusemap.spec import mapping as M
 from fusemap.spec.errors import FusemapError, InvalidMappingError

@@ -1,5 +1,5 @@
 """Joining a step's pairs in batches gives, destination by destination, what joining the
-pairs one by one gives (:func:`fusemap.mapper.join_rows.join_pairs`), and the capacity
+pairs one by one gives (:func:`fusemap.mapper.join.rows.join_pairs`), and the capacity
 rule on a hand case."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from fusemap.mapper.join_rows import Group, concat, join_pairs
+from fusemap.mapper.join.rows import Group, concat, join_pairs
 
 MEMORIES = {"GB": 100.0, "LB": 30.0}
 K = 4  # private reservation columns per pmapping (levels 0..K-1 and below every one)

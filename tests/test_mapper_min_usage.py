@@ -12,7 +12,7 @@ import textwrap
 import pytest
 
 import fusemap
-from fusemap.mapper.single import best_pmapping
+from fusemap.mapper.one_einsum import best_pmapping
 
 SPEC = textwrap.dedent(
     """\

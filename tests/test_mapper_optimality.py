@@ -16,8 +16,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fusemap.mapper.pmappings import generate_pmappings
-from fusemap.mapper.space import MapperConfig
+from fusemap.mapper.pmappings.generate import generate_pmappings
+from fusemap.mapper.space.templates import MapperConfig
 from fusemap.model.evaluate import evaluate_mapping
 from fusemap.spec.spec import load_spec
 from mapper_bruteforce import brute_force, count
@@ -148,7 +148,7 @@ def test_every_row_is_scored_the_same_by_the_model(seed, pick, tmp_path_factory)
 
 def test_identical_einsums_share_one_table(tmp_path):
     """Einsums equal up to tensor names have one signature; the renamed table is right."""
-    from fusemap.mapper.signature import einsum_signature, tensor_renaming
+    from fusemap.mapper.pmappings.signature import einsum_signature, tensor_renaming
     from fusemap.spec.arch_eval import ArchEvaluator
     from fusemap.spec.resolve import resolve_workload
 

@@ -17,7 +17,7 @@ import pytest
 from cli_helpers import run_cli
 from dependency_check import broken_dependencies
 from fusemap.mapper import ffm
-from fusemap.mapper.dependencies import FusionRules
+from fusemap.mapper.join.dependencies import FusionRules
 from fusemap.spec.resolve import resolve_workload
 from fusemap.spec.spec import load_spec
 

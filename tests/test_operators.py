@@ -243,7 +243,7 @@ def test_point_operators(tmp_path):
 
 @pytest.mark.parametrize("objective", ["energy", "latency"])
 def test_mapper_scores_operator_costs_like_the_model(tmp_path, objective):
-    from fusemap.mapper.single import best_pmapping
+    from fusemap.mapper.one_einsum import best_pmapping
 
     ops = {"exp_difference": {"compute": 6, "add": 1}}
     spec = load(tmp_path, alu(ops), elementwise("exp_difference"), plain_mapping("A", "B", "Z"))

@@ -7,7 +7,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fusemap.mapper.prefix import HOSTING, MARK, PrefixInterner, canonical
+from fusemap.mapper.space.prefix import HOSTING, MARK, PrefixInterner, canonical
 
 TOKENS = [
     ("loop", "m", 4),

@@ -1,8 +1,8 @@
 """Tables of identical Einsums: one table, renamed per Einsum, must read as its own.
 
 A renamed table keeps its base's fused prefix ids and sees the base's interner through
-a renaming view (:class:`fusemap.mapper.renamed.RenamedInterner`); its copy levels are
-the base's, renamed (:func:`fusemap.mapper.copies.copy_levels`). Both must give what
+a renaming view (:class:`fusemap.mapper.pmappings.renamed.RenamedInterner`); its copy levels are
+the base's, renamed (:func:`fusemap.mapper.join.copies.copy_levels`). Both must give what
 the renamed table's own rows give.
 """
 
@@ -13,9 +13,9 @@ import copy as copy_module
 import numpy as np
 import pytest
 
-from fusemap.mapper.copies import copy_levels, same_view
-from fusemap.mapper.prefix import Compatibility, PrefixInterner
-from fusemap.mapper.renamed import RenamedInterner
+from fusemap.mapper.join.copies import copy_levels, same_view
+from fusemap.mapper.pmappings.renamed import RenamedInterner
+from fusemap.mapper.space.prefix import Compatibility, PrefixInterner
 
 
 def test_renamed_prefixes_by_hand():

@@ -12,11 +12,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fusemap.mapper import pmappings, rest_bound
-from fusemap.mapper.pmappings import generate_pmappings
-from fusemap.mapper.rest_bound import Trend, basis_trend
-from fusemap.mapper.space import candidate_sizes, config_from_spec
-from fusemap.mapper.terms import fill_basis, first_basis
+from fusemap.mapper.pmappings import generate as pmappings
+from fusemap.mapper.pmappings.generate import generate_pmappings
+from fusemap.mapper.space.templates import candidate_sizes, config_from_spec
+from fusemap.mapper.tiling import rest_bound
+from fusemap.mapper.tiling.rest_bound import Trend, basis_trend
+from fusemap.mapper.tiling.terms import fill_basis, first_basis
 from fusemap.spec.resolve import resolve_workload
 from fusemap.spec.spec import load_spec
 from model_helpers import conv1d, matmul, three_level, to_yaml, two_level

@@ -11,12 +11,14 @@ import numpy as np
 import pytest
 
 from fusemap.examples import example_path
-from fusemap.mapper import ffm, search, suffix, tables
-from fusemap.mapper.dependencies import FusionRules
-from fusemap.mapper.plan import fusion_plan
-from fusemap.mapper.pmappings import generate_pmappings
-from fusemap.mapper.space import config_from_spec
-from fusemap.mapper.tables import generate_tables
+from fusemap.mapper import ffm
+from fusemap.mapper.join.dependencies import FusionRules
+from fusemap.mapper.pmappings import tables
+from fusemap.mapper.pmappings.generate import generate_pmappings
+from fusemap.mapper.pmappings.tables import generate_tables
+from fusemap.mapper.space.plan import fusion_plan
+from fusemap.mapper.space.templates import config_from_spec
+from fusemap.mapper.tiling import search, suffix
 from fusemap.spec.arch_eval import ArchEvaluator
 from fusemap.spec.resolve import resolve_workload
 from fusemap.spec.spec import load_spec

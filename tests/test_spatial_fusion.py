@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from fusemap.mapper.ffm import map_workload
-from fusemap.mapper.prefix import SpatialTile
+from fusemap.mapper.space.prefix import SpatialTile
 from fusemap.spec import mapping as M
 from fusemap.spec.spec import load_spec
 from model_helpers import (

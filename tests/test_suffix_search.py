@@ -1,7 +1,7 @@
 """The bottom-up search below the deepest fused node finds the same pmappings as the
 plain top-down search: for every compatibility, the same least energy and latency.
 
-The two are separate code paths (:mod:`fusemap.mapper.suffix` against
+The two are separate code paths (:mod:`fusemap.mapper.tiling.suffix` against
 :meth:`TemplateTiler.stage` all the way down); random small chains, both with shared
 tensors tiled once and with the fused prefix free to split a variable.
 """
@@ -16,9 +16,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fusemap.mapper import suffix
-from fusemap.mapper.pmappings import generate_pmappings
-from fusemap.mapper.space import config_from_spec
+from fusemap.mapper.pmappings.generate import generate_pmappings
+from fusemap.mapper.space.templates import config_from_spec
+from fusemap.mapper.tiling import suffix
 from fusemap.spec.spec import load_spec
 from model_helpers import access, arch, compute_unit, einsum, memory, to_yaml, workload
 
@@ -141,7 +141,7 @@ def test_branch_and_bound_keeps_the_unfused_optimum(seed, tmp_path, monkeypatch)
     """Templates that fuse nothing are searched with an energy ceiling (the best one
     finished so far); every compatibility keeps the same least energy as without it,
     and the ceiling really drops rows."""
-    from fusemap.mapper.tiling import TemplateTiler
+    from fusemap.mapper.tiling.tiler import TemplateTiler
 
     spec = _spec(seed, tmp_path)
     calls = []
@@ -178,8 +178,8 @@ def test_a_host_keeps_the_least_energy_for_every_amount_it_may_hold(seed, tmp_pa
     nothing are searched once per amount held (none, or T2), each with its own energy
     ceiling. For each amount, the least energy of the rows that fit beside it is the
     least energy the full front (reservations compared, no ceiling) has there."""
-    from fusemap.mapper.pmappings import held_amounts
-    from fusemap.mapper.space import join_memories
+    from fusemap.mapper.pmappings.generate import held_amounts
+    from fusemap.mapper.space.templates import join_memories
     from fusemap.spec.arch_eval import ArchEvaluator
     from fusemap.spec.resolve import resolve_workload
 
@@ -218,7 +218,7 @@ def test_dense_encoding_equals_the_generic_one(data):
     -1 for sizes that are no candidate or past a table's end."""
     from types import SimpleNamespace
 
-    from fusemap.mapper.suffix import SuffixSearch, dense_lookups, encode_dense
+    from fusemap.mapper.tiling.suffix import SuffixSearch, dense_lookups, encode_dense
 
     n = data.draw(st.integers(1, 4))
     index_of, radix = [], []

@@ -19,11 +19,11 @@ from dataclasses import replace
 
 import pytest
 
-from fusemap.mapper import uneven_suffix
-from fusemap.mapper.pmappings import generate_pmappings
-from fusemap.mapper.space import config_from_spec
-from fusemap.mapper.tiling import TemplateTiler, tiles_reaching
-from fusemap.mapper.uneven import UnevenCounts
+from fusemap.mapper.pmappings.generate import generate_pmappings
+from fusemap.mapper.space.templates import config_from_spec
+from fusemap.mapper.tiling import uneven_suffix
+from fusemap.mapper.tiling.tiler import TemplateTiler, tiles_reaching
+from fusemap.mapper.tiling.uneven import UnevenCounts
 from fusemap.model.evaluate import evaluate_mapping
 from fusemap.spec.resolve import resolve_workload
 from fusemap.spec.spec import load_spec

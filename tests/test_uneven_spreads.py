@@ -8,9 +8,14 @@ import random
 import numpy as np
 import pytest
 
-from fusemap.mapper.pmappings import generate_pmappings
-from fusemap.mapper.space import MapperConfig, config_from_spec, spatial_choices, trip_counts
-from fusemap.mapper.uneven import spatial_tiles, spread_tiles, virtual_bound
+from fusemap.mapper.pmappings.generate import generate_pmappings
+from fusemap.mapper.space.templates import (
+    MapperConfig,
+    config_from_spec,
+    spatial_choices,
+    trip_counts,
+)
+from fusemap.mapper.tiling.uneven import spatial_tiles, spread_tiles, virtual_bound
 from fusemap.model.evaluate import evaluate_mapping
 from fusemap.spec.spec import load_spec
 from mapper_bruteforce import assert_optimum, brute_force, count

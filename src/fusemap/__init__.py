@@ -47,7 +47,7 @@ def pmappings(spec: Spec, einsum: str, objective: str = "energy"):
 
     ``table.best(objective)`` is the best row, ``table.mapping(row)`` its LoopTree.
     """
-    from .mapper.pmappings import generate_pmappings
+    from .mapper.pmappings.generate import generate_pmappings
 
     return generate_pmappings(spec, einsum, objective=objective)
 

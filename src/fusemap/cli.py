@@ -276,7 +276,7 @@ def map_(
     if not epsilon >= 0:
         raise FusemapError(f"--epsilon must be at least 0 (got {epsilon})")
     if einsum is not None:
-        from .mapper.single import map_einsum
+        from .mapper.one_einsum import map_einsum
 
         if objective == "pareto":
             raise FusemapError("--objective pareto needs the whole workload (drop --einsum)")

@@ -28,10 +28,10 @@ import numpy as np
 from ..spec import limits
 from ..spec.resolve import WorkloadInfo
 from ..spec.spec import Spec
-from .join import Bound
-from .pmappings import PmappingTable, generate_pmappings, template_key
-from .prefix import HOSTING
-from .space import MapperConfig, Template
+from .join.ffm_join import Bound
+from .pmappings.generate import PmappingTable, generate_pmappings, template_key
+from .space.prefix import HOSTING
+from .space.templates import MapperConfig, Template
 from .workers import in_worker, run_tasks
 
 
@@ -140,7 +140,7 @@ def _marked_in_worker(
 
 def renamed_table(table: PmappingTable, base: str, name: str, wl: WorkloadInfo) -> PmappingTable:
     """``table`` (of ``base``) as the table of ``name``, an Einsum equal up to names."""
-    from .signature import tensor_renaming, variable_renaming
+    from .pmappings.signature import tensor_renaming, variable_renaming
 
     a, b = wl.einsum(base), wl.einsum(name)
     return table.renamed(name, tensor_renaming(a, b), variable_renaming(a, b))

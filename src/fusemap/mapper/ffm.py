@@ -17,17 +17,17 @@ from ..spec.errors import FusemapError
 from ..spec.mapping import Mapping
 from ..spec.resolve import WorkloadInfo, resolve_workload
 from ..spec.spec import Spec
-from .assemble import assemble
 from .deferred_hosting import DeferredHosting
-from .dependencies import FusionRules
-from .feasibility import check_einsum
 from .full_space import FullSpaceCheck, check_full_space
-from .join import Bound, Joined, join
-from .plan import FusionPlan, fusion_plan
-from .pmappings import PmappingTable
-from .prefix import Compatibility, SpatialTile, loops_text
-from .space import check_bounds, config_from_spec, join_memories, top_memory
-from .tables import generate_tables, table_groups, tables_config
+from .join.assemble import assemble
+from .join.dependencies import FusionRules
+from .join.ffm_join import Bound, Joined, join
+from .pmappings.generate import PmappingTable
+from .pmappings.tables import generate_tables, table_groups, tables_config
+from .space.feasibility import check_einsum
+from .space.plan import FusionPlan, fusion_plan
+from .space.prefix import Compatibility, SpatialTile, loops_text
+from .space.templates import check_bounds, config_from_spec, join_memories, top_memory
 
 OBJECTIVES = ("energy", "latency", "edp", "pareto")
 Progress = Callable[[str, int, int], None]

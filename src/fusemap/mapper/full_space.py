@@ -45,10 +45,10 @@ from ..spec.arch_eval import ArchEvaluator
 from ..spec.resolve import WorkloadInfo
 from ..spec.spec import Spec
 from .deferred_hosting import base_key, merge_tables, renamed_table
-from .pmappings import PmappingTable, empty_table, generate_pmappings, template_key
-from .prefix import marked
-from .space import MapperConfig, Template, fused_positions, templates, top_level
-from .suffix import FrontStore
+from .pmappings.generate import PmappingTable, empty_table, generate_pmappings, template_key
+from .space.prefix import marked
+from .space.templates import MapperConfig, Template, fused_positions, templates, top_level
+from .tiling.suffix import FrontStore
 from .workers import in_worker, run_tasks
 
 GAIN = 1e-9

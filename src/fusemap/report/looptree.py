@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from ..mapper.prefix import SpatialTile, loops_text
+from ..mapper.space.prefix import SpatialTile, loops_text
 from ..spec import mapping as M
 from ..spec.errors import FusemapError
 from ..units import capacity, percent

@@ -16,10 +16,10 @@ then holds it once, where the first of them puts it.
 
 from __future__ import annotations
 
-from ..spec import mapping as M
-from ..spec.errors import FusemapError
-from ..spec.resolve import WorkloadInfo
-from .prefix import Compatibility
+from ...spec import mapping as M
+from ...spec.errors import FusemapError
+from ...spec.resolve import WorkloadInfo
+from ..space.prefix import Compatibility
 
 
 def assemble(

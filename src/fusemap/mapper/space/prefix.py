@@ -18,7 +18,7 @@ import numpy as np
 Token = tuple
 
 HOSTING = "@hosting"
-"""Tensor name of the virtual hosting holder (:mod:`fusemap.mapper.space`): the loops
+"""Tensor name of the virtual hosting holder (:mod:`fusemap.mapper.space.templates`): the loops
 above it are shared with the users of a tensor held tiled across the Einsum."""
 
 

@@ -32,7 +32,7 @@ reservation point). Two users with the same depth make one reservation in the mo
 (same node, same anchor), live from the first user to the last; the join counts it
 once, and for the Einsums between them (:mod:`.exposure`). Every other copy of such a
 tensor is *private*: the join never pairs it with another user sharing the loop below
-it (:func:`fusemap.mapper.exposure.exposures`).
+it (:func:`fusemap.mapper.join.exposure.exposures`).
 """
 
 from __future__ import annotations
@@ -41,9 +41,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..spec.resolve import EinsumInfo, WorkloadInfo
-from .gap_orders import lowered_past
-from .prefix import is_spatial
+from ...spec.resolve import EinsumInfo, WorkloadInfo
+from ..space.prefix import is_spatial
+from ..tiling.gap_orders import lowered_past
 
 
 @dataclass(frozen=True)
@@ -251,7 +251,7 @@ def _passed(
     info: EinsumInfo, tensor: str, res, looped: np.ndarray, above: np.ndarray, fusion, rows
 ) -> np.ndarray:
     """(rows,) loops of a gap a non-backing node's reservation is lowered past, in the
-    order the row's fused prefix writes them (:mod:`fusemap.mapper.gap_orders`): the
+    order the row's fused prefix writes them (:mod:`fusemap.mapper.tiling.gap_orders`): the
     leading relevant ones, then one partially relevant one; an irrelevant one stops it.
     A gap below the prefix is in the canonical order (relevant loops first)."""
     kinds = [info.relevance(tensor, v) for v in res.variables]

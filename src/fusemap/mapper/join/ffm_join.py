@@ -37,19 +37,19 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from ..model.reuse import projection_terms
-from ..spec.arch_eval import ArchEvaluator
-from ..spec.resolve import WorkloadInfo
+from ...model.reuse import projection_terms
+from ...spec.arch_eval import ArchEvaluator
+from ...spec.resolve import WorkloadInfo
+from ..pareto import pareto_mask
+from ..pmappings.generate import PmappingTable
+from ..space.prefix import Compatibility
+from ..space.templates import HOSTING, top_memory
+from ..tiling.terms import tile_values
 from .completion import Completion, Key, live_key, prefix_compat, relaxed
 from .copies import copy_levels, same_view
 from .dependencies import EMPTY, FusionRules, State
 from .exposure import Exposure, OwnCopies, exposures, shared_adds
-from .join_rows import Group, join_pairs
-from .pareto import pareto_mask
-from .pmappings import PmappingTable
-from .prefix import Compatibility
-from .space import HOSTING, top_memory
-from .terms import tile_values
+from .rows import Group, join_pairs
 
 
 @dataclass
@@ -115,7 +115,7 @@ def join(
     valid but only near-optimal. ``bound`` (the *clean* pass) drops partial mappings
     that cannot beat a known mapping even with the best rows of every later Einsum.
     ``rules`` (default: the workload's): the data dependencies fusion must respect
-    (:mod:`fusemap.mapper.dependencies`); groups are also keyed by their state.
+    (:mod:`fusemap.mapper.join.dependencies`); groups are also keyed by their state.
     """
     rules = rules or FusionRules.of(workload)
     accessors = {t: [i for i, e in enumerate(order) if t in workload.einsum(e).tensors]

@@ -25,8 +25,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..spec.resolve import WorkloadInfo
-from .prefix import SpatialTile
+from ...spec.resolve import WorkloadInfo
+from ..space.prefix import SpatialTile
 
 State = frozenset[tuple[str, int, str]]
 EMPTY: State = frozenset()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..spec.resolve import WorkloadInfo
+from ...spec.resolve import WorkloadInfo
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """What one storage node, or the compute leaf, adds to the criteria of tile-shape rows:
 energy and per-instance latency counts, from the node's count terms
-(:mod:`fusemap.mapper.terms`). A part of :class:`~fusemap.mapper.tiling.TemplateTiler`."""
+(:mod:`fusemap.mapper.tiling.terms`). A part of :class:`~fusemap.mapper.tiling.tiler.TemplateTiler`."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ from functools import cached_property
 
 import numpy as np
 
-from ..model.operators import operator_actions
-from ..spec.arch_eval import ComponentInfo
-from .template_result import TemplateResult
+from ...model.operators import operator_actions
+from ...spec.arch_eval import ComponentInfo
+from .latency import finish_objectives
+from .result import TemplateResult
 from .terms import NodeTerms, Term, fill_basis, first_basis
-from .tile_latency import finish_objectives
 
 
 class NodeCosts:

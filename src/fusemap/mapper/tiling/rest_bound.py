@@ -1,7 +1,7 @@
 """The least energy the storage nodes below a search stage may still add, per row.
 
 A node's energy is a sum of count terms, each a constant times the ``fill`` or ``first``
-basis of the tile shape at the node (:mod:`fusemap.mapper.terms`). Tiles only shrink
+basis of the tile shape at the node (:mod:`fusemap.mapper.tiling.terms`). Tiles only shrink
 going down the chain, so every node below a stage has a tile shape at most the one
 entering the next node. If each of a node's terms never falls as tiles shrink (a
 positive constant on a basis that never falls, a negative one on a basis that never
@@ -24,9 +24,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..model.reuse import projection_terms
-from ..spec.errors import SpecError
-from ..spec.resolve import EinsumInfo
+from ...model.reuse import projection_terms
+from ...spec.errors import SpecError
+from ...spec.resolve import EinsumInfo
 from .stage import Stage
 from .terms import NodeTerms, fill_basis, first_basis
 

@@ -8,7 +8,7 @@ so in that view a variable still has ``B // s`` tiles of its tile ``s`` and one 
 ``B % s``, for a *virtual bound* ``B``: the rank's bound, cut by each such spatial loop
 above the point from ``B`` to ``(B // S) * s + min(s, B % S)`` (``S`` the tile above the
 loop, ``s`` the one below). With even spreads that is ``B / trips``, the constant the
-coefficients of :mod:`fusemap.mapper.terms` divide by; with uneven ones it depends on the
+coefficients of :mod:`fusemap.mapper.tiling.terms` divide by; with uneven ones it depends on the
 row's tiles around its spatial loops, so those are carried as *state* columns of the
 rows, with, per output tensor, the product of the multicast ratios of its holders above
 (each starts its own partial sums). The counts follow ``count_tensor`` term by term.
@@ -22,7 +22,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from .space import SpatialLoop
+from ..space.templates import SpatialLoop
 from .terms import fill_basis, first_basis, holder_traffic
 
 Mode = tuple[int, ...]

@@ -1,7 +1,7 @@
 """Tile shapes of one template: a dynamic program over the storage nodes, top to bottom.
 
 Every count of a storage node depends only on the tile shape at the node (and, for its
-reservation, at the end of its gap; see :mod:`fusemap.mapper.terms`). So the search walks
+reservation, at the end of its gap; see :mod:`fusemap.mapper.tiling.terms`). So the search walks
 the chain one node at a time, keeping *partial tile shapes* (all loops above the current
 node): two partials that reach the node with the same tile shape face the same future,
 and the one that is no better in any criterion so far (energy, latency counts,
@@ -18,15 +18,14 @@ from functools import lru_cache
 
 import numpy as np
 
-from ..model.costs import gated_fraction, total_leak_power
-from ..model.reuse import projection_terms
-from ..spec.arch_eval import FlatArch
-from ..spec.resolve import EinsumInfo
-from .distinct import unique_rows
-from .gap_orders import GapContext, canonical_order
-from .pareto import pareto_mask
-from .prefix import MARK, ForgetfulInterner, PrefixInterner, SpatialTile
-from .space import (
+from ...model.costs import gated_fraction, total_leak_power
+from ...model.reuse import projection_terms
+from ...spec.arch_eval import FlatArch
+from ...spec.resolve import EinsumInfo
+from ..distinct import unique_rows
+from ..pareto import pareto_mask
+from ..space.prefix import MARK, ForgetfulInterner, PrefixInterner, SpatialTile
+from ..space.templates import (
     MapperConfig,
     Template,
     candidate_sizes,
@@ -34,11 +33,12 @@ from .space import (
     next_sizes,
     top_level,
 )
+from .costs import NodeCosts
+from .gap_orders import GapContext, canonical_order
+from .latency import OPS_COLUMN, finish_template
+from .result import TemplateResult
 from .stage import Layout, Stage
-from .template_result import TemplateResult
 from .terms import memoized, node_terms, reservation_sizes, tile_values
-from .tile_costs import NodeCosts
-from .tile_latency import OPS_COLUMN, finish_template
 from .uneven import UnevenCounts, spatial_tiles
 
 MAX_DENSE_LOOKUP = 1 << 16
@@ -123,7 +123,7 @@ class TemplateTiler(NodeCosts):
         self.least_slack = 0.0
         """With :attr:`bounded_by_least`: rows above the least energy so far times
         ``1 + least_slack`` are of no use (0 for relaxed twins; see
-        :func:`fusemap.mapper.pmappings.generate_pmappings`'s ``self_bound``)."""
+        :func:`fusemap.mapper.pmappings.generate.generate_pmappings`'s ``self_bound``)."""
         self.ceiling = math.inf
         """Energy above which a row is of no use (branch and bound; set by the caller)."""
         self.once = config.fused_loops_once and not self.relaxed
@@ -260,7 +260,7 @@ class TemplateTiler(NodeCosts):
 
     def gap_context(self) -> GapContext:
         """What the loop orders of this template's prefix gaps depend on
-        (:mod:`fusemap.mapper.gap_orders`)."""
+        (:mod:`fusemap.mapper.tiling.gap_orders`)."""
 
         def bits(h, sizes: dict[str, np.ndarray]) -> np.ndarray:
             comp = self.comp[h.component]
@@ -297,7 +297,7 @@ class TemplateTiler(NodeCosts):
         """This tiler with relaxed prefixes (``MapperConfig.relaxed_prefixes``): rows of
         every prefix compared together, several fused loops per rank variable.
         ``bounded`` (energy objective): rows above the Einsum's least energy so far are
-        of no use (:func:`fusemap.mapper.search.tile_templates`)."""
+        of no use (:func:`fusemap.mapper.tiling.search.tile_templates`)."""
         twin = copy.copy(self)
         twin.relaxed, twin.once = True, False
         twin.bounded_by_least, twin.least_slack = bounded, 0.0
@@ -653,7 +653,7 @@ class TemplateTiler(NodeCosts):
 
     def _spatial_tokens(self, j: int, mids: np.ndarray, below: np.ndarray, tiles) -> tuple:
         """The spatial loops at the end of gap ``j`` (above node ``j + 1``), in the
-        order :func:`~fusemap.mapper.pmappings.materialize` writes them, each with the
+        order :func:`~fusemap.mapper.pmappings.generate.materialize` writes them, each with the
         tile it leaves (``tiles``, if not empty)."""
         loops = [s for s in self.t.spatial if s.slot == j + 1]
         tiles = (

@@ -24,11 +24,11 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
-from .pareto import closure_front, pareto_mask
+from ..pareto import closure_front, pareto_mask
+from .result import TemplateResult, renamed_result
 from .stage import Stage
-from .template_result import TemplateResult, renamed_result
 from .terms import fill_basis, first_basis
-from .tiling import TemplateTiler
+from .tiler import TemplateTiler
 
 
 @dataclass
@@ -128,7 +128,7 @@ def _has_partial(tiler, tensor: str) -> bool:
 
 
 class SuffixSearch:
-    """Bottom-up fronts for one :class:`~fusemap.mapper.tiling.TemplateTiler`."""
+    """Bottom-up fronts for one :class:`~fusemap.mapper.tiling.tiler.TemplateTiler`."""
 
     def __init__(self, tiler, cache: FrontCache):
         self.tiler = tiler
@@ -513,7 +513,7 @@ class FrontCache:
         self.store = store
         self.ceiling = np.inf
         """Energy above which no front row is of use any more (set by the search as the
-        least energy falls, :func:`fusemap.mapper.search.tile_templates`; only falls)."""
+        least energy falls, :func:`fusemap.mapper.tiling.search.tile_templates`; only falls)."""
         self.fronts: dict[int, Front] = {}
         self.axes: dict[tuple, tuple] = {}
         self.tables: dict[tuple, np.ndarray] = {}  # count bases per tile shape code

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import math
 
-from ..spec.arch_eval import ArchEvaluator, FlatArch
-from ..spec.errors import FusemapError
-from ..spec.resolve import EinsumInfo, WorkloadInfo
-from .space import compute_units, min_usage_fallbacks
+from ...spec.arch_eval import ArchEvaluator, FlatArch
+from ...spec.errors import FusemapError
+from ...spec.resolve import EinsumInfo, WorkloadInfo
+from .templates import compute_units, min_usage_fallbacks
 
 
 def check_einsum(
@@ -22,7 +22,7 @@ def check_einsum(
 ) -> list[str]:
     """Raise a :class:`FusemapError` naming what no mapping of ``info`` can meet; return
     the notes the mapper should print (``min_usage`` fallbacks; ``spread_bound``: the
-    mapper's :attr:`~fusemap.mapper.space.MapperConfig.spread_bound`)."""
+    mapper's :attr:`~fusemap.mapper.space.templates.MapperConfig.spread_bound`)."""
     units = compute_units(info, arch)
     if not units:
         raise FusemapError(

@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .prefix import PrefixInterner
-from .template_result import TemplateResult
+from ..space.prefix import PrefixInterner
+from ..tiling.result import TemplateResult
 
 
 class RenamedResults(Sequence):

@@ -1,15 +1,15 @@
 """Energy and latency of complete tile shapes: the model's latency rule on the
-criteria columns of a :class:`~fusemap.mapper.tiling.TemplateTiler`."""
+criteria columns of a :class:`~fusemap.mapper.tiling.tiler.TemplateTiler`."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from ..model.costs import component_latency
-from ..model.operators import operator_actions
-from ..spec.arch_eval import ComponentInfo
+from ...model.costs import component_latency
+from ...model.operators import operator_actions
+from ...spec.arch_eval import ComponentInfo
+from .result import TemplateResult
 from .stage import Stage
-from .template_result import TemplateResult
 
 OPS_COLUMN = "calls:@operations"
 """Criteria column of a template with uneven spatial loops: compute operations of its

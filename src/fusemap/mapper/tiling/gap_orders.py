@@ -20,7 +20,7 @@ reservation of the node above each gap lowered as that order lowers it:
 Each row's reservations (total and per loop depth) change by the difference, and a row
 that no longer fits its memory is dropped. Within a template, the rows of one prefix
 have the same tiles in that prefix's gaps (the search marks the template's own nodes
-among the fused loops in the prefix, :data:`fusemap.mapper.prefix.MARK`, until the
+among the fused loops in the prefix, :data:`fusemap.mapper.space.prefix.MARK`, until the
 orders are added), so each order changes all of them alike and the template's own
 pruning loses none of them; the table is pruned after (across templates), with every
 order present.
@@ -35,11 +35,11 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..spec import mapping as M
-from ..spec.errors import FusemapError
-from .prefix import PrefixInterner, SpatialTile
-from .space import Holder
-from .template_result import TemplateResult
+from ...spec import mapping as M
+from ...spec.errors import FusemapError
+from ..space.prefix import PrefixInterner, SpatialTile
+from ..space.templates import Holder
+from .result import TemplateResult
 
 MAX_ORDER_ROWS = 5_000_000
 """Most rows one Einsum's templates may gain from loop orders (an allocation bound)."""

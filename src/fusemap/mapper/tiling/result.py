@@ -6,7 +6,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from .space import Holder, SpatialLoop, Template
+from ..space.templates import Holder, SpatialLoop, Template
 
 
 @dataclass

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..spec.arch_eval import ArchEvaluator, ComponentInfo
-from ..spec.resolve import EinsumInfo, WorkloadInfo
+from ...spec.arch_eval import ArchEvaluator, ComponentInfo
+from ...spec.resolve import EinsumInfo, WorkloadInfo
 
 
 def einsum_signature(
@@ -21,7 +21,7 @@ def einsum_signature(
     plan=None,
 ) -> tuple:
     """A hashable description of ``info`` and its evaluated arch, tensors renamed
-    (``plan``: the :class:`~fusemap.mapper.plan.FusionPlan`; None: everything may be
+    (``plan``: the :class:`~fusemap.mapper.space.plan.FusionPlan`; None: everything may be
     fused, tiled, and the Einsum may host)."""
     fusable = None if plan is None else plan.fusable
     held_loops = {} if plan is None else plan.held_loops

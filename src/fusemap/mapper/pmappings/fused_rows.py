@@ -4,7 +4,7 @@ can run before the loop orders of their prefix gaps are added.
 A fused pmapping is compared only with rows of its own prefix, on energy (and latency
 unless the objective is energy alone) and its private reservations per loop depth
 (:func:`fused_criteria`). :func:`pruned_before_orders` drops, before
-:func:`fusemap.mapper.gap_orders.with_gap_orders` multiplies them, the rows another
+:func:`fusemap.mapper.tiling.gap_orders.with_gap_orders` multiplies them, the rows another
 template's row dominates in every order of their gaps (the proof is in ``docs/ffm.md``,
 "Loop orders in a fused prefix").
 """
@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .gap_orders import GapContext, lowers
-from .pareto import pareto_mask
-from .template_result import TemplateResult
+from ..pareto import pareto_mask
+from ..tiling.gap_orders import GapContext, lowers
+from ..tiling.result import TemplateResult
 
 
 def stacked_buckets(results: list[TemplateResult]) -> dict[str, np.ndarray]:

@@ -1,8 +1,8 @@
 """Below the deepest fused node of a template with uneven spreads: searched once per start.
 
-The bottom-up fronts of :mod:`fusemap.mapper.suffix` key a node's future by its tile
+The bottom-up fronts of :mod:`fusemap.mapper.tiling.suffix` key a node's future by its tile
 shape alone; with uneven spreads the costs below also depend on the rows' state
-(:mod:`fusemap.mapper.uneven`). So such a template searches its nodes from the deepest
+(:mod:`fusemap.mapper.tiling.uneven`). So such a template searches its nodes from the deepest
 fused node down top-down, but once per distinct *start* (tile shape and state at that
 node), not once per fused prefix: what happens below depends on nothing else. Each start
 keeps the Pareto front of its own costs, every reservation compared (a row's fit depends

@@ -1,5 +1,5 @@
 """The row arithmetic of one join step: partial mappings times pmappings, reservations
-consolidated by loop level, capacity checked (see :mod:`fusemap.mapper.join`).
+consolidated by loop level, capacity checked (see :mod:`fusemap.mapper.join.ffm_join`).
 
 A step pairs many groups of partial mappings with many pieces of the next Einsum's
 table, most of them a row or two each (GPT-3: 47,000 pairs, median 1 x 1). So the pairs
@@ -35,7 +35,7 @@ class Group:
 
 
 class PieceLike(Protocol):
-    """What joining needs of a piece (:class:`fusemap.mapper.join._Piece`)."""
+    """What joining needs of a piece (:class:`fusemap.mapper.join.ffm_join._Piece`)."""
 
     rows: np.ndarray
     b_prev: int

@@ -3,7 +3,7 @@
 A *template* fixes everything but tile shapes: the compute unit, which memory holds each
 tensor (one storage node per tensor, sorted by memory level, any order inside a level),
 and the spatial loops (which rank variable, how many instances, on which fanout). The
-tile shapes are then chosen by :mod:`fusemap.mapper.tiling`.
+tile shapes are then chosen by :mod:`fusemap.mapper.tiling.tiler`.
 
 Canonical LoopTree of a template (what the generator and the brute-force enumerator in
 the tests both produce, see ``docs/mapspace.md``):
@@ -32,11 +32,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..spec.arch_eval import ArchEvaluator, FlatArch, SpatialInfo
-from ..spec.errors import FusemapError, Location
-from ..spec.expressions import evaluate
-from ..spec.resolve import EinsumInfo
-from ..spec.sets import TensorSet, evaluate_set_expression
+from ...spec.arch_eval import ArchEvaluator, FlatArch, SpatialInfo
+from ...spec.errors import FusemapError, Location
+from ...spec.expressions import evaluate
+from ...spec.resolve import EinsumInfo
+from ...spec.sets import TensorSet, evaluate_set_expression
 from .divisors import MAX_SIZE, divisors
 from .prefix import HOSTING
 

@@ -7,21 +7,21 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from ..spec import limits
-from ..spec.arch_eval import ArchEvaluator
-from ..spec.resolve import WorkloadInfo
-from ..spec.spec import Spec
-from .deferred_hosting import DeferredHosting
-from .plan import FusionPlan
-from .pmappings import PmappingTable, generate_pmappings
-from .prefix import marked
+from ...spec import limits
+from ...spec.arch_eval import ArchEvaluator
+from ...spec.resolve import WorkloadInfo
+from ...spec.spec import Spec
+from ..deferred_hosting import DeferredHosting
+from ..space.plan import FusionPlan
+from ..space.prefix import marked
+from ..space.templates import MapperConfig, config_from_spec
+from ..tiling.suffix import FrontStore
+from ..workers import in_worker, spread
+from .generate import PmappingTable, generate_pmappings
 from .signature import einsum_signature, tensor_renaming, variable_renaming
-from .space import MapperConfig, config_from_spec
-from .suffix import FrontStore
-from .workers import in_worker, spread
 
 if TYPE_CHECKING:
-    from .ffm import MapStatistics
+    from ..ffm import MapStatistics
 
 Progress = Callable[[str, int, int], None]
 

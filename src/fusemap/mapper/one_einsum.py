@@ -13,9 +13,9 @@ from ..spec.errors import FusemapError
 from ..spec.mapping import Mapping
 from ..spec.resolve import resolve_workload
 from ..spec.spec import Spec
-from .feasibility import check_einsum
-from .pmappings import OBJECTIVES, PmappingTable, generate_pmappings
-from .space import check_bounds, config_from_spec
+from .pmappings.generate import OBJECTIVES, PmappingTable, generate_pmappings
+from .space.feasibility import check_einsum
+from .space.templates import check_bounds, config_from_spec
 
 
 def best_pmapping(

@@ -9,10 +9,10 @@ import numpy as np
 
 from . import uneven_suffix
 from .rest_bound import within_ceilings
+from .result import TemplateResult
 from .stage import Stage
 from .suffix import FrontCache, FrontStore, SuffixSearch, stages_below_fused_node
-from .template_result import TemplateResult
-from .tiling import TemplateTiler
+from .tiler import TemplateTiler
 
 
 @dataclass

@@ -22,10 +22,10 @@ from functools import cache
 
 import numpy as np
 
-from ..model.reuse import projection_terms
-from ..spec.arch_eval import FlatArch
-from ..spec.resolve import EinsumInfo
-from .space import SpatialLoop, Template
+from ...model.reuse import projection_terms
+from ...spec.arch_eval import FlatArch
+from ...spec.resolve import EinsumInfo
+from ..space.templates import SpatialLoop, Template
 
 
 @dataclass
@@ -238,7 +238,7 @@ def fill_basis(
 ) -> np.ndarray:
     """Values delivered into all tiles of ``tensor`` (``fill_count``), per row.
     ``bounds``: per variable, the (virtual, per-row) bound its tiles cut (default: the
-    rank's; see :mod:`fusemap.mapper.uneven`)."""
+    rank's; see :mod:`fusemap.mapper.tiling.uneven`)."""
     bounds = info.bounds if bounds is None else bounds
     terms = projection_terms(info, tensor)
     used = [v for v in info.rank_variables if any(v == x for r in terms for x, _ in r)]

@@ -16,17 +16,12 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from ..spec import mapping as M
-from ..spec.arch_eval import ArchEvaluator
-from ..spec.resolve import WorkloadInfo
-from .fused_rows import fused_criteria, pruned_before_orders, stacked_buckets
-from .gap_orders import OrderCounter, ordered_as_prefix, with_gap_orders
-from .pareto import pareto_mask
-from .prefix import Compatibility, PrefixInterner, SpatialTile, marked
-from .renamed import RenamedInterner, RenamedResults
-from .search import TilingCounts, tile_held_variants_last
-from .signature import tiling_context
-from .space import (
+from ...spec import mapping as M
+from ...spec.arch_eval import ArchEvaluator
+from ...spec.resolve import WorkloadInfo
+from ..pareto import pareto_mask
+from ..space.prefix import Compatibility, PrefixInterner, SpatialTile, marked
+from ..space.templates import (
     MapperConfig,
     Template,
     backing_choices,
@@ -37,10 +32,15 @@ from .space import (
     top_level,
     top_memory,
 )
-from .suffix import FrontStore
-from .template_result import TemplateResult, renamed_result
-from .tiling import TemplateTiler
-from .uneven import spatial_tiles
+from ..tiling.gap_orders import OrderCounter, ordered_as_prefix, with_gap_orders
+from ..tiling.result import TemplateResult, renamed_result
+from ..tiling.search import TilingCounts, tile_held_variants_last
+from ..tiling.suffix import FrontStore
+from ..tiling.tiler import TemplateTiler
+from ..tiling.uneven import spatial_tiles
+from .fused_rows import fused_criteria, pruned_before_orders, stacked_buckets
+from .renamed import RenamedInterner, RenamedResults
+from .signature import tiling_context
 
 OBJECTIVES = ("energy", "latency", "edp")
 
@@ -172,7 +172,7 @@ class PmappingTable:
         results = RenamedResults(self.results, tiles)
         out = replace(self, einsum=einsum, results=results, fusion=fusion)  # type: ignore[arg-type]
         # Row i is this table's row i renamed (the relaxed join reads compatibilities
-        # off the first table, :mod:`fusemap.mapper.completion`).
+        # off the first table, :mod:`fusemap.mapper.join.completion`).
         out.__dict__["renamed_from"] = (self, tensors, var)
         return out
 
@@ -270,7 +270,7 @@ def generate_pmappings(
     may remain; templates that fuse nothing keep their own bound). The table's
     :attr:`PmappingTable.complete_to` says up to where it is complete.
     """
-    from ..spec.resolve import resolve_workload
+    from ...spec.resolve import resolve_workload
 
     start = time.perf_counter()
     config = config or config_from_spec(spec)
@@ -492,7 +492,7 @@ def _combine_fused(
 SKIP_FITTING_VARIANTS = True
 """Energy objective: a template that fuses nothing is not searched again beside an amount
 held when the least-energy such pmapping fits beside it
-(:func:`fusemap.mapper.search.tile_held_variants_last`; the tests compare with False)."""
+(:func:`fusemap.mapper.tiling.search.tile_held_variants_last`; the tests compare with False)."""
 
 MAX_HELD_AMOUNTS = 64
 """Above this many amounts an Einsum may host, its templates that fuse nothing keep their
