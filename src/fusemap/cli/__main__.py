@@ -1,0 +1,5 @@
+"""``python -m fusemap.cli``."""
+
+from .main import main
+
+main()

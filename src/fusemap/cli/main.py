@@ -1,0 +1,51 @@
+"""The entry point: user errors become one line and exit status 2 (``--debug``: the
+traceback)."""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from ..spec.errors import FusemapError
+from .app import app, debugging
+
+
+def main() -> None:
+    """Entry point: run the app, turning user errors into one line and exit status 2."""
+    from ..report.io import exit_on_signals
+
+    exit_on_signals()
+    try:
+        app(standalone_mode=False)
+    except FusemapError as err:
+        if debugging():
+            raise
+        # One line, whatever the message quotes (a multi-line expression, YAML text).
+        typer.echo("error: " + " ".join(str(err).splitlines()), err=True)
+        sys.exit(2)
+    except (typer.Exit, SystemExit) as ex:
+        sys.exit(getattr(ex, "exit_code", getattr(ex, "code", 0)))
+    except typer.Abort:
+        sys.exit(130)
+    except Exception as err:
+        if isinstance(err, _usage_error_type()):  # bad command-line usage
+            err.show()  # type: ignore[attr-defined]
+            sys.exit(2)
+        if debugging():
+            raise
+        text = " ".join(f"{type(err).__name__}: {err}".splitlines())
+        typer.echo(
+            f"error: internal error, please report it: {text} (--debug shows the traceback)",
+            err=True,
+        )
+        sys.exit(1)
+
+
+def _usage_error_type() -> type[Exception]:
+    """The exception class of command-line usage errors (recent typer vendors click)."""
+    try:
+        from typer._click.exceptions import ClickException
+    except ImportError:  # older typer: the click package
+        from click.exceptions import ClickException  # type: ignore[no-redef]
+    return ClickException
