@@ -15,7 +15,7 @@ from cli_helpers import run_cli
 from fusemap.examples import example_path
 from fusemap.mapper.space.divisors import divisors, prime_factors
 from fusemap.mapper.space.templates import candidate_sizes, next_sizes
-from fusemap.mapper.tiling.tiler import SizeIndex, _tile_tables
+from fusemap.mapper.tiling.rank_tiles import SizeIndex, tile_tables
 
 
 def brute_divisors(n: int) -> list[int]:
@@ -71,12 +71,12 @@ def test_candidate_tables_are_unchanged(bound: int, imperfect: bool) -> None:
 
 def test_size_index_matches_a_table() -> None:
     bound = 10**12
-    cands, _, lookup = _tile_tables(bound, False)
+    cands, _, lookup = tile_tables(bound, False)
     assert isinstance(lookup, SizeIndex) and len(cands) == 169
     probe = np.array([1, 2, 3, 7, 10**6, 10**12, 999_999_999_999, 5**12])
     want = [list(cands).index(x) if bound % x == 0 else -1 for x in probe.tolist()]
     assert lookup[probe].tolist() == want
-    small_cands, _, table = _tile_tables(5040, False)
+    small_cands, _, table = tile_tables(5040, False)
     assert SizeIndex(small_cands, 5040)[np.arange(5041)].tolist() == table.tolist()
 
 

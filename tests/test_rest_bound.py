@@ -122,9 +122,9 @@ def _tilers(spec, name: str, monkeypatch) -> list:
 
 def _node_energy_grid(tiler, node) -> tuple[np.ndarray, np.ndarray]:
     """(every candidate tile shape, the node's energy there)."""
-    grid = np.array(list(itertools.product(*tiler.cands)), dtype=np.int64)
-    crit = np.zeros((len(grid), tiler.width))
-    tiler._node_costs(node, {v: grid[:, k] for k, v in enumerate(tiler.vars)}, crit)
+    grid = np.array(list(itertools.product(*tiler.tiles.cands)), dtype=np.int64)
+    crit = np.zeros((len(grid), len(tiler.layout)))
+    tiler.costs.add_node(node, {v: grid[:, k] for k, v in enumerate(tiler.tiles.vars)}, crit)
     return grid, crit[:, 0]
 
 
@@ -141,7 +141,7 @@ def test_a_bounded_node_never_costs_less_in_smaller_tiles(wl, holes, tmp_path, m
     seen: set[int] = set()
     left_out_falls = False
     for tiler in _tilers(spec, "Z" if "Z" in str(wl) else "O", monkeypatch):
-        for node in tiler.nodes:
+        for node in tiler.costs.nodes:
             if node.position == len(tiler.t.holders) or id(node) in seen:
                 continue
             seen.add(id(node))

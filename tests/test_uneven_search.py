@@ -5,9 +5,9 @@ force's.
 
 * ``UnevenCounts.canonical``: the tiles around a spatial loop over a rank cut evenly are
   written as (trips, 1), so rows that differ only there share a pruning group;
-* ``TemplateTiler._spreadable``: a gap's loop leaving a tile its spatial loops cannot
+* ``Spreads.spreadable``: a gap's loop leaving a tile its spatial loops cannot
   spread is dropped when chosen, not after the gap;
-* ``TemplateTiler._reaching``: below the deepest fused node, likewise a tile from which
+* ``Spreads.reaching``: below the deepest fused node, likewise a tile from which
   no tile the spatial loops further down can spread is reachable;
 * ``uneven_suffix``: the search below the deepest fused node has each start's ceiling.
 """
@@ -22,7 +22,8 @@ import pytest
 from fusemap.mapper.pmappings.generate import generate_pmappings
 from fusemap.mapper.space.templates import config_from_spec
 from fusemap.mapper.tiling import uneven_suffix
-from fusemap.mapper.tiling.tiler import TemplateTiler, tiles_reaching
+from fusemap.mapper.tiling.rank_tiles import tiles_reaching
+from fusemap.mapper.tiling.spreads import Spreads
 from fusemap.mapper.tiling.uneven import UnevenCounts
 from fusemap.model.evaluate import evaluate_mapping
 from fusemap.spec.resolve import resolve_workload
@@ -80,8 +81,8 @@ def _evaluated(tables: dict) -> int:
 
 SHORTCUTS = {
     "canonical": (UnevenCounts, "canonical", lambda self, slot, state: state),
-    "spreadable": (TemplateTiler, "_spreadable", lambda self, j, k: None),
-    "reaching": (TemplateTiler, "_reaching", lambda self, j, k: None),
+    "spreadable": (Spreads, "spreadable", lambda self, j, k: None),
+    "reaching": (Spreads, "reaching", lambda self, j, k: None),
 }
 
 

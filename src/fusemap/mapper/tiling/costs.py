@@ -1,10 +1,9 @@
 """What one storage node, or the compute leaf, adds to the criteria of tile-shape rows:
 energy and per-instance latency counts, from the node's count terms
-(:mod:`fusemap.mapper.tiling.terms`). A part of :class:`~fusemap.mapper.tiling.tiler.TemplateTiler`."""
+(:mod:`fusemap.mapper.tiling.terms`)."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from functools import cached_property
 
@@ -12,23 +11,42 @@ import numpy as np
 
 from ...model.operators import operator_actions
 from ...spec.arch_eval import ComponentInfo
-from .latency import finish_objectives
-from .result import TemplateResult
+from ...spec.resolve import EinsumInfo
+from ..space.templates import Template
+from .columns import ColumnLayout, latency_column, latency_weight
 from .terms import NodeTerms, Term, fill_basis, first_basis
+
+Sizes = dict[str, np.ndarray]
 
 
 class NodeCosts:
-    """Node and leaf costs of a template (mixed into the tiler, whose attributes they use:
-    ``info``, ``t``, ``nodes``, ``comp``, ``bits``, ``scale``, ``vars``, ``layout``,
-    ``width`` and ``memo``)."""
+    """Node and leaf costs of one template, in the columns of its ``layout``.
 
-    def _node_costs(
+    ``nodes``: the template's count terms per node (empty when its counts are per row,
+    uneven spreads: :mod:`fusemap.mapper.tiling.uneven` adds those with
+    :meth:`add_per_row`). ``memo`` is shared by the tilers of one Einsum."""
+
+    def __init__(
+        self,
+        template: Template,
+        info: EinsumInfo,
+        comp: dict[str, ComponentInfo],
+        bits: dict[str, float],
+        scale: float,
+        layout: ColumnLayout,
+        nodes: list[NodeTerms],
+        memo: dict,
+    ) -> None:
+        self.template, self.info, self.comp, self.bits = template, info, comp, bits
+        self.scale, self.layout, self.nodes, self.memo = scale, layout, nodes, memo
+
+    def add_node(
         self,
         node: NodeTerms,
-        sizes: dict[str, np.ndarray],
+        sizes: Sizes,
         crit: np.ndarray,
         lookup: Callable[[str, str], np.ndarray] | None = None,
-    ):
+    ) -> None:
         """Add a node's energy and latency counts to ``crit``. ``lookup(kind, tensor)``,
         when given, looks the fill or first basis of the rows up instead."""
         bases = {}
@@ -47,9 +65,31 @@ class NodeCosts:
             if term.total:
                 crit[:, 0] += basis * self.energy_per_value(term)
             if term.per_instance:
-                col, weight = self._latency_column(comp, term.action)
+                col = latency_column(comp, term.action)
                 if col is not None:
-                    crit[:, col] += basis * (term.per_instance / vpa * weight)
+                    weight = latency_weight(comp, term.action)
+                    crit[:, self.layout.of(col)] += basis * (term.per_instance / vpa * weight)
+
+    def add_nodes_at(self, position: int, sizes: Sizes, crit: np.ndarray) -> None:
+        """Add the costs of every node at chain ``position`` (tiles ``sizes`` there)."""
+        for node in self.nodes:
+            if node.position == position:
+                self.add_node(node, sizes, crit)
+
+    def add_per_row(
+        self, name: str, action: str, tensor: str, total, per_instance, crit: np.ndarray
+    ) -> None:
+        """Add per-row counts of ``tensor``'s ``action`` at component ``name``: ``total``
+        values in all, ``per_instance`` values per instance (latency)."""
+        comp = self.comp[name]
+        if action not in comp.actions:
+            return
+        vpa = comp.values_per_action(action, tensor, self.bits[tensor])
+        epa = comp.actions[action].energy_per_action(comp.name)
+        crit[:, 0] += total * (comp.actions_scale * self.scale * epa / vpa)
+        col = latency_column(comp, action)
+        if col is not None:
+            crit[:, self.layout.of(col)] += per_instance * (latency_weight(comp, action) / vpa)
 
     def energy_per_value(self, term: Term) -> float:
         """Energy of one value of ``term``'s basis (0 if its component has no such
@@ -61,25 +101,15 @@ class NodeCosts:
         epa = comp.actions[term.action].energy_per_action(comp.name)
         return term.total / vpa * comp.actions_scale * self.scale * epa
 
-    def _latency_column(self, comp: ComponentInfo, action: str) -> tuple[int | None, float]:
-        """Column and weight of per-instance calls: one column per component when its
-        latency is the default sum of calls / throughput, else one per action."""
-        throughput = comp.actions[action].throughput
-        if comp.node.total_latency is None:
-            if math.isinf(throughput):
-                return None, 0.0
-            return self.layout.add("lat:" + comp.name), 1.0 / throughput
-        return self.layout.add(f"calls:{comp.name}:{action}"), 1.0
-
     def leaf_costs(self) -> np.ndarray:
         """Criteria of the compute leaf (tile shape 1 everywhere): a constant per template,
         and the same for every template whose leaf has the same count terms."""
-        n = len(self.t.holders)
+        n = len(self.template.holders)
         key = (
             "leaf",
-            self.t.compute,
+            self.template.compute,
             self.scale,
-            tuple(self.layout.names),
+            self.layout.columns,
             tuple(
                 (u.component, u.action, u.tensor, u.basis, u.total, u.per_instance)
                 for node in self.nodes
@@ -92,25 +122,16 @@ class NodeCosts:
         return self.memo[key].copy()
 
     def _leaf_costs(self) -> np.ndarray:
-        crit = np.zeros((1, self.width))
-        ones = {v: np.ones(1, dtype=np.int64) for v in self.vars}
-        for node in self.nodes:
-            if node.position == len(self.t.holders) and self.uneven is None:
-                self._node_costs(node, ones, crit)  # else per row (TemplateTiler._leaf_rows)
-        comp = self.comp[self.t.compute]
+        crit = np.zeros((1, len(self.layout)))
+        ones = {v: np.ones(1, dtype=np.int64) for v in self.info.rank_variables}
+        self.add_nodes_at(len(self.template.holders), ones, crit)
+        comp = self.comp[self.template.compute]
         if not self.info.is_copy:
             ops = float(self.info.operations)
             for action, n in operator_actions(self.info, comp).items():
                 epa = comp.actions[action].energy_per_action(comp.name)
                 crit[:, 0] += ops * n * comp.actions_scale * self.scale * epa
         return crit
-
-    def latency_of(self, result: TemplateResult, rows: np.ndarray) -> np.ndarray:
-        """Latency of some of ``result``'s rows, from their latency counts."""
-        crit = np.zeros((len(rows), self.width))
-        for name, values in result.latency_counts.items():
-            crit[:, self.layout.names.index(name)] = values[rows]
-        return finish_objectives(self, crit)[1]
 
     @cached_property
     def leaf_energy(self) -> float:

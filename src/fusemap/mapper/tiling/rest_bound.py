@@ -97,7 +97,7 @@ def bounded_terms(tiler) -> list[tuple[int, int, float]]:
     if got is None:
         got = _BOUNDED[tiler] = [
             (node.position, k, factor)
-            for node in tiler.nodes
+            for node in tiler.costs.nodes
             if node.position < len(tiler.t.holders)
             for k, factor in _node_terms(tiler, node)
         ]
@@ -107,7 +107,7 @@ def bounded_terms(tiler) -> list[tuple[int, int, float]]:
 def _node_terms(tiler, node: NodeTerms) -> list[tuple[int, float]]:
     """(basis index, energy per value) of a node's terms; none if its energy may fall
     as tiles shrink."""
-    key = ("rest terms", id(node.terms), tuple(tiler.imperfect))  # shared by templates
+    key = ("rest terms", id(node.terms), tuple(tiler.tiles.imperfect))  # shared by templates
     got = tiler.memo.get(key)
     if got is None or got[0] is not node.terms:  # kept with it: the id stays its own
         got = tiler.memo[key] = (node.terms, _terms_if_never_falling(tiler, node))
@@ -126,15 +126,15 @@ def _terms_if_never_falling(tiler, node: NodeTerms) -> list[tuple[int, float]]:
     out = []
     for term in node.terms:
         try:
-            factor = tiler.energy_per_value(term)
+            factor = tiler.costs.energy_per_value(term)
         except SpecError:  # no energy for the action: raised where the node is costed
             return []
         if not factor:
             continue
-        key = ("trend", term.tensor, term.basis, tuple(tiler.imperfect))
+        key = ("trend", term.tensor, term.basis, tuple(tiler.tiles.imperfect))
         trend = tiler.memo.get(key)
         if trend is None:
-            cands = dict(zip(tiler.vars, tiler.cands, strict=True))
+            cands = dict(zip(tiler.tiles.vars, tiler.tiles.cands, strict=True))
             trend = tiler.memo[key] = basis_trend(tiler.info, term.tensor, term.basis, cands)
         if not (trend.never_falls if factor > 0 else trend.never_rises):
             return []
@@ -162,7 +162,7 @@ def within_ceilings(stage: Stage, j: int, members: list[tuple]) -> np.ndarray:
     used = [k for k in range(len(keys)) if any(c[k] for c in per_value)]
     if not used:
         return energy <= max(per_value.values())
-    sizes = {v: stage.sizes[:, k] for k, v in enumerate(first.vars)}
+    sizes = {v: stage.sizes[:, k] for k, v in enumerate(first.tiles.vars)}
     bases = np.empty((len(energy), len(used)))
     for col, k in enumerate(used):
         tensor, basis = keys[k]

@@ -212,10 +212,10 @@ def _ceiling(best: dict[tuple, float], members: list[TemplateTiler], least: floa
     bound = best.get(members[0].held_key, np.inf)
     out = np.inf
     if np.isfinite(bound) and all(t.alone for t in members):
-        out = bound * (1 + 1e-9) - min(t.leaf_energy for t in members)
+        out = bound * (1 + 1e-9) - min(t.costs.leaf_energy for t in members)
     own = max(
         min(t.ceiling, least * (1 + t.least_slack) if t.bounded_by_least else np.inf) * (1 + 1e-9)
-        - t.leaf_energy
+        - t.costs.leaf_energy
         for t in members
     )
     return min(out, own)
@@ -272,7 +272,7 @@ def _fits(result: TemplateResult, row: int, tiler: TemplateTiler) -> bool:
         if held > 0:
             if memory not in result.reservations:
                 return False
-            if result.reservations[memory][row] > tiler.capacity[memory] * (1 + 1e-9):
+            if result.reservations[memory][row] > tiler.reservations.capacity[memory] * (1 + 1e-9):
                 return False
     return True
 
@@ -280,5 +280,6 @@ def _fits(result: TemplateResult, row: int, tiler: TemplateTiler) -> bool:
 def _empty(tiler: TemplateTiler) -> Stage:
     """A stage with no row (the result of a search skipped)."""
     ints = np.zeros(0, dtype=np.int64)
-    sizes = np.zeros((0, len(tiler.vars)), dtype=np.int64)
-    return Stage(sizes, np.zeros((0, tiler.width)), sizes.copy(), ints, 0, 0, ints, ints.copy())
+    sizes = np.zeros((0, len(tiler.tiles.vars)), dtype=np.int64)
+    crit = np.zeros((0, len(tiler.layout)))
+    return Stage(sizes, crit, sizes.copy(), ints, 0, 0, ints, ints.copy())

@@ -1,8 +1,8 @@
-"""The rows a tile-shape search carries from one node to the next, and its columns."""
+"""The rows a tile-shape search carries from one node to the next."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -30,13 +30,14 @@ class Stage:
         )  # fmt: skip
 
 
-@dataclass
-class Layout:
-    """Columns of the criteria matrix."""
-
-    names: list[str] = field(default_factory=list)
-
-    def add(self, name: str) -> int:
-        if name not in self.names:
-            self.names.append(name)
-        return self.names.index(name)
+def combined_ids(
+    seq: np.ndarray | None, state_ids: np.ndarray | None, origin: np.ndarray | None = None
+) -> np.ndarray | None:
+    """Fused prefix ids and state ids (of the ``origin`` rows), as one id per row: rows
+    are compared only with rows of the same prefix and state."""
+    if state_ids is None:
+        return seq
+    ids = state_ids if origin is None else state_ids[origin]
+    if seq is None or not len(ids):
+        return ids
+    return seq * (int(ids.max()) + 1) + ids

@@ -63,26 +63,27 @@ def _axes(tiler) -> tuple:
     """Code strides and radices, closure sources per variable (for each candidate index,
     the candidate indices whose options, the loops one gap may add, include it), and,
     when there are few tile shapes, their table and the closure's scratch."""
-    radix = [len(c) for c in tiler.cands]
+    tiles = tiler.tiles
+    radix = [len(c) for c in tiles.cands]
     strides = np.cumprod([1] + radix[::-1][:-1])[::-1].astype(np.int64)
     sources: list[tuple[np.ndarray, np.ndarray]] = []
-    for k, (offsets, values) in enumerate(tiler.options):
-        lists: list[list[int]] = [[] for _ in tiler.cands[k]]
-        for c in range(len(tiler.cands[k])):
+    for k, (offsets, values) in enumerate(tiles.options):
+        lists: list[list[int]] = [[] for _ in tiles.cands[k]]
+        for c in range(len(tiles.cands[k])):
             for v in values[offsets[c] : offsets[c + 1]]:
-                lists[int(tiler.index_of[k][v])].append(c)
+                lists[int(tiles.index_of[k][v])].append(c)
         off = np.cumsum([0] + [len(x) for x in lists]).astype(np.int64)
         flat = np.array([c for x in lists for c in x], dtype=np.int64)
         sources.append((off, flat))
     shapes = head = None
     if math.prod(radix) <= MAX_SHAPE_TABLE:
-        grids = np.meshgrid(*tiler.cands, indexing="ij")  # code order: last variable fastest
+        grids = np.meshgrid(*tiles.cands, indexing="ij")  # code order: last variable fastest
         shapes = np.stack([g.ravel() for g in grids], axis=1).astype(np.int64)
         # Closure steps prune in one pass when no tile has many sources (a long list of
         # rows per tile shape would make the one-pass front quadratic).
         if max(int(np.diff(off).max()) for off, _ in sources) <= 64:
             head = np.full(len(shapes), -1, dtype=np.int64)
-    lookups = dense_lookups(tiler.index_of)
+    lookups = dense_lookups(tiles.index_of)
     return strides, np.array(radix, dtype=np.int64), sources, shapes, head, lookups
 
 
@@ -122,7 +123,7 @@ def _has_partial(tiler, tensor: str) -> bool:
     got = tiler.memo.get(key)
     if got is None:
         got = tiler.memo[key] = any(
-            tiler.info.relevance(tensor, v) == "partial" for v in tiler.vars
+            tiler.info.relevance(tensor, v) == "partial" for v in tiler.tiles.vars
         )
     return got
 
@@ -135,14 +136,14 @@ class SuffixSearch:
         self.owner = cache
         self.cache = cache.fronts
         self.n = len(tiler.t.holders)
-        key = (tuple(int(b) for b in tiler.bounds), tuple(tiler.imperfect))
+        key = (tuple(int(b) for b in tiler.tiles.bounds), tuple(tiler.tiles.imperfect))
         if key not in cache.axes:  # the same for every template of the Einsum
             cache.axes[key] = _axes(tiler)
         self.strides, self.radix, self.sources, self.shapes, self.head, self.lookups = cache.axes[
             key
         ]
         self.tables = cache.tables
-        self.depth_cols = {int(k) for cols in tiler.depth_cols.values() for k in cols}
+        self.depth_cols = {int(k) for cols in tiler.reservations.at_depth.values() for k in cols}
         self._first: dict[str, int] | None = None  # see _complete
         self._own: list[str] = []
         self.ids = cache.ids_of(self)  # front ids of nodes p_max..n (keys interned)
@@ -156,7 +157,7 @@ class SuffixSearch:
             return False  # (uneven spreads: a node's costs depend on more than its tiles)
         for j in range(tiler.p_max, len(tiler.t.holders)):
             h = tiler.t.holders[j]
-            lowered = not h.backing and h.component in tiler.res_cols
+            lowered = not h.backing and h.component in tiler.reservations.columns
             if lowered and _has_partial(tiler, h.tensor):
                 return False
         return True
@@ -171,7 +172,7 @@ class SuffixSearch:
             )
         out = np.zeros(len(sizes), dtype=np.int64)
         bad = np.zeros(len(sizes), dtype=bool)
-        for k, lookup in enumerate(self.tiler.index_of):
+        for k, lookup in enumerate(self.tiler.tiles.index_of):
             col = sizes[:, k]
             inside = col < len(lookup)
             idx = np.where(inside, lookup[np.minimum(col, len(lookup) - 1)], -1)
@@ -185,17 +186,17 @@ class SuffixSearch:
         if self.shapes is not None:
             return self.shapes[state]
         out = np.empty((len(state), len(self.radix)), dtype=np.int64)
-        for k, c in enumerate(self.tiler.cands):
+        for k, c in enumerate(self.tiler.tiles.cands):
             out[:, k] = c[(state // self.strides[k]) % self.radix[k]]
         return out
 
     def bases(self, kind: str, tensor: str) -> np.ndarray:
         """The fill or first basis of ``tensor`` for every tile shape code (once per
         Einsum: it depends on nothing but the tile shape)."""
-        key = (kind, tensor, tuple(self.tiler.imperfect))  # the shapes tabulated
+        key = (kind, tensor, tuple(self.tiler.tiles.imperfect))  # the shapes tabulated
         got = self.tables.get(key)
         if got is None:
-            sizes = {v: self.shapes[:, k] for k, v in enumerate(self.tiler.vars)}
+            sizes = {v: self.shapes[:, k] for k, v in enumerate(self.tiler.tiles.vars)}
             f = fill_basis if kind == "fill" else first_basis
             got = self.tables[key] = f(self.tiler.info, tensor, sizes)
         return got
@@ -225,17 +226,17 @@ class SuffixSearch:
                     for u in node.terms
                 ),
             )
-            for node in x.nodes
+            for node in x.costs.nodes
             if node.position >= x.p_max
         ]
         spatial = [(s.component, s.dimension, s.level, s.var, s.trips, s.slot) for s in x.t.spatial]
         common = (
-            tuple(sorted(x.res_cols)),
-            tuple(sorted(x.depth_cols)),
+            tuple(sorted(x.reservations.columns)),
+            tuple(sorted(x.reservations.at_depth)),
             # The per-depth columns never reach a front (see _compared).
             tuple(k for k in x.pareto_cols if k not in self.depth_cols),
-            tuple(x.layout.names),
-            tuple(x.imperfect),
+            x.layout.columns,
+            tuple(x.tiles.imperfect),
         )
         return [self._key(j, place, costs, spatial, common) for j in range(x.p_max, self.n + 1)]
 
@@ -262,7 +263,7 @@ class SuffixSearch:
             # Fronts never write the per-depth columns (those are reservations above the
             # deepest fused node), nor compare memories they check completely themselves.
             x = self.tiler
-            done = {x.res_cols[c] for c in self._complete(j)} | self.depth_cols
+            done = {x.reservations.columns[c] for c in self._complete(j)} | self.depth_cols
             self._cols[j] = [k for k in x.pareto_cols if k not in done]
         return self._cols[j]
 
@@ -275,14 +276,15 @@ class SuffixSearch:
             self._first = {}
             for p, h in enumerate(x.t.holders):
                 self._first.setdefault(h.component, p)
-            self._own = sorted(c for c in x.res_cols if c not in x.depth_cols)
+            res = x.reservations
+            self._own = sorted(c for c in res.columns if c not in res.at_depth)
         return tuple(c for c in self._own if self._first.get(c, j) >= j)
 
     def _build(self, j: int) -> Front:
         x = self.tiler
-        width = x.front_width  # no per-depth columns below the deepest fused node
+        width = x.layout.front_width  # no per-depth columns below the deepest fused node
         if j == self.n:  # the compute leaf: tile shape 1 everywhere (its costs: finish)
-            ones = np.ones((1, len(x.vars)), dtype=np.int64)
+            ones = np.ones((1, len(x.tiles.vars)), dtype=np.int64)
             none = np.full(1, -1, dtype=np.int64)
             return Front(self.encode(ones), np.zeros((1, width)), none, none)
         below = self.front(j + 1)
@@ -291,21 +293,21 @@ class SuffixSearch:
         mids = self.decode(below.state)
         for s in x.t.spatial:
             if s.slot == j + 1:
-                mids[:, x.vars.index(s.var)] *= s.trips
+                mids[:, x.tiles.vars.index(s.var)] *= s.trips
         mstate = self.encode(mids)
         ok = mstate >= 0
         crit, mids, mstate = below.crit[ok].copy(), mids[ok], mstate[ok]
         child = np.flatnonzero(ok)
         holder = x.t.holders[j]
-        if not holder.backing and holder.component in x.res_cols:
-            m = {v: mids[:, k] for k, v in enumerate(x.vars)}
-            x._add_reservation(j, holder, m, m, crit, np.zeros(len(crit), dtype=np.int64))
+        if not holder.backing and holder.component in x.reservations.columns:
+            m = {v: mids[:, k] for k, v in enumerate(x.tiles.vars)}
+            x.reservations.add(j, holder, m, m, crit, np.zeros(len(crit), dtype=np.int64))
         state = mstate
         keep = self._fit_and_prune(state, crit, j + 1)  # node j's own backing: not yet
         keep &= crit[:, 0] <= ceiling  # the nodes above only add energy
         state, crit, mstate, child = state[keep], crit[keep], mstate[keep], child[keep]
-        for k, v in enumerate(x.vars):
-            if (j, v) in x.t.blocked or not x._useful(j, v):
+        for k, v in enumerate(x.tiles.vars):
+            if (j, v) in x.t.blocked or not x.useful_loop(j, v):
                 continue
             # A closure step moves rows to other tile shapes but leaves their criteria
             # (so their fit) as they were: prune each moved row against its source's
@@ -321,18 +323,18 @@ class SuffixSearch:
                 state, rows = state[keep], rows[keep]
             crit, mstate, child = crit[rows], mstate[rows], child[rows]
         here = self.decode(state)
-        h = {v: here[:, k] for k, v in enumerate(x.vars)}
+        h = {v: here[:, k] for k, v in enumerate(x.tiles.vars)}
         basis = None
         if self.shapes is not None:  # counts per tile shape: looked up, not recomputed
 
             def basis(kind: str, tensor: str) -> np.ndarray:
                 return self.bases(kind, tensor)[state]
 
-        for node in x.nodes:
+        for node in x.costs.nodes:
             if node.position == j:
-                x._node_costs(node, h, crit, basis)
-        if holder.backing and holder.component in x.res_cols:
-            x._add_reservation(j, holder, h, h, crit, np.zeros(len(crit), dtype=np.int64))
+                x.costs.add_node(node, h, crit, basis)
+        if holder.backing and holder.component in x.reservations.columns:
+            x.reservations.add(j, holder, h, h, crit, np.zeros(len(crit), dtype=np.int64))
         keep = self._fit_and_prune(state, crit, j) & (crit[:, 0] <= ceiling)
         return Front(state[keep], crit[keep], mstate[keep], child[keep], ceiling, below)
 
@@ -351,12 +353,8 @@ class SuffixSearch:
     def _fit_and_prune(self, state: np.ndarray, crit: np.ndarray, j: int) -> np.ndarray:
         """Rows within every capacity, Pareto-optimal per tile shape; reservations in the
         memories complete from node ``j`` down are checked, not compared."""
-        x = self.tiler
-        fits = np.ones(len(state), dtype=bool)
-        for c, col in x.res_cols.items():  # fronts never write the per-depth columns
-            total = crit[:, col] + crit[:, x.shared_cols[c]] if c in x.shared_cols else crit[:, col]
-            fits &= total <= x.capacity[c] * (1 + 1e-9)
-        keep = np.flatnonzero(fits)
+        # Fronts never write the per-depth columns.
+        keep = np.flatnonzero(self.tiler.reservations.fits_below_fused_node(crit))
         front = pareto_mask(state[keep], crit[:, self._compared(j)][keep])
         out = np.zeros(len(state), dtype=bool)
         out[keep[front]] = True
@@ -382,14 +380,12 @@ class SuffixSearch:
         within = np.arange(len(pre)) - np.repeat(np.cumsum(count) - count, count)
         rows = order[np.repeat(lo, count) + within]
         total = crit[pre]
-        total[:, : x.front_width] += front.crit[rows]
+        total[:, : x.layout.front_width] += front.crit[rows]
         self.evaluated += len(pre)
-        fits = total[:, 0] <= ceiling
-        for c in x.res_cols:
-            fits &= x._memory_total(total, c) <= x.capacity[c] * (1 + 1e-9)
+        fits = (total[:, 0] <= ceiling) & x.reservations.fits(total)
         pre, rows, total = pre[fits], rows[fits], total[fits]
-        ones = np.ones((len(pre), len(x.vars)), dtype=np.int64)
-        keep = x._prune(seq[pre], x._pruning_view(self.n, ones, total))
+        ones = np.ones((len(pre), len(x.tiles.vars)), dtype=np.int64)
+        keep = x.prune_rows(seq[pre], x.pruning_view(self.n, ones, total))
         pre, rows, total = pre[keep], rows[keep], total[keep]
         chain = [rows]
         node = front
@@ -497,7 +493,7 @@ def _holders_by_place(holders, place: dict[str, int]) -> tuple:
 
 def _room(tiler) -> tuple:
     """What each memory leaves a tiler's template (its size less what is held)."""
-    return tuple(sorted(tiler.capacity.items()))
+    return tuple(sorted(tiler.reservations.capacity.items()))
 
 
 FRONT_STORE_BYTES = 1 << 30

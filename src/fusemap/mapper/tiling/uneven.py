@@ -22,7 +22,12 @@ from functools import lru_cache
 
 import numpy as np
 
-from ..space.templates import SpatialLoop
+from ...spec.arch_eval import FlatArch
+from ...spec.resolve import EinsumInfo
+from ..space.templates import SpatialLoop, Template
+from .columns import OPERATIONS
+from .costs import NodeCosts
+from .rank_tiles import RankTiles
 from .terms import fill_basis, first_basis, holder_traffic
 
 Mode = tuple[int, ...]
@@ -76,9 +81,10 @@ def virtual_bound(bound, above, below):
 class UnevenCounts:
     """Per-row counts of one template's nodes, with the state the rows carry."""
 
-    def __init__(self, tiler) -> None:
-        t, info, flat = tiler.t, tiler.info, tiler.flat
-        self.tiler = tiler
+    def __init__(
+        self, t: Template, info: EinsumInfo, flat: FlatArch, tiles: RankTiles, costs: NodeCosts
+    ) -> None:
+        self.template, self.info, self.tiles, self.costs = t, info, tiles, costs
         self.loops = list(t.spatial)
         self.n = len(t.holders)
         level = {c.name: i for i, c in enumerate(flat.path)}
@@ -103,10 +109,10 @@ class UnevenCounts:
         # only in their trips are searched together (:meth:`share`), each row's trips
         # read from its state (a spread's trips are ceil(tile above / tile below)).
         self.free = [
-            i for i, s in enumerate(self.loops) if tiler.imperfect[tiler.vars.index(s.var)]
+            i for i, s in enumerate(self.loops) if tiles.imperfect[tiles.vars.index(s.var)]
         ]
         # Trips codes: mixed radix, a free loop's trips at most its variable's bound.
-        bounds = [int(tiler.bounds[tiler.vars.index(self.loops[i].var)]) for i in self.free]
+        bounds = [int(tiles.bounds[tiles.vars.index(self.loops[i].var)]) for i in self.free]
         self.radix = 1 + max(bounds, default=0)
         if self.radix ** len(self.free) >= 2**62:  # codes would overflow: search alone
             self.free = []
@@ -114,7 +120,7 @@ class UnevenCounts:
         # virtual bound is the bound over their trips whatever their tiles (see
         # :meth:`canonical`).
         self.even = [
-            i for i, s in enumerate(self.loops) if not tiler.imperfect[tiler.vars.index(s.var)]
+            i for i, s in enumerate(self.loops) if not tiles.imperfect[tiles.vars.index(s.var)]
         ]
         self.choices: list[tuple[int, ...]] = [self.own]
         self.holders: dict[int, list[tuple[str, int, tuple, tuple]]] = {}
@@ -229,7 +235,7 @@ class UnevenCounts:
         rep = np.arange(len(mids), dtype=np.int64)
         below = mids.copy()
         cols = np.zeros((len(mids), self.width), dtype=np.int64)
-        variables, bounds = self.tiler.vars, self.tiler.bounds
+        variables, bounds = self.tiles.vars, self.tiles.bounds
         for i, s in enumerate(self.loops):
             if s.slot != j + 1:
                 continue
@@ -237,7 +243,7 @@ class UnevenCounts:
             # A variable cut evenly only (a rank above the spread bound: its tiles are
             # divisors) is spread evenly, even in a template with uneven spreads.
             offsets, values = _spread_table(
-                int(bounds[k]), self.trips(i), bool(self.tiler.imperfect[k])
+                int(bounds[k]), self.trips(i), bool(self.tiles.imperfect[k])
             )
             start, stop = offsets[below[:, k]], offsets[below[:, k] + 1]
             count = stop - start
@@ -254,7 +260,7 @@ class UnevenCounts:
         """The tiles among ``cands`` of variable ``k`` that spatial ``loops`` (all of one
         slot, over ``k``, in order) can spread, each with some trips it may take: those
         :meth:`spread` leaves some tile below."""
-        bound, imperfect = int(self.tiler.bounds[k]), bool(self.tiler.imperfect[k])
+        bound, imperfect = int(self.tiles.bounds[k]), bool(self.tiles.imperfect[k])
         origin = np.arange(len(cands))
         tiles = cands.astype(np.int64)
         for i in loops:
@@ -277,7 +283,7 @@ class UnevenCounts:
             if not len(col) or col.min() == col.max():
                 continue
             if c >= self.base:
-                values, n = col.astype(np.int64), int(self.tiler.bounds.max()) + 1
+                values, n = col.astype(np.int64), int(self.tiles.bounds.max()) + 1
             else:
                 _, inverse = np.unique(col, return_inverse=True)
                 values = inverse.ravel().astype(np.int64)
@@ -301,7 +307,7 @@ class UnevenCounts:
 
     def bounds(self, mode: Mode, position: int, state: np.ndarray) -> dict:
         """Per variable, the virtual bound at a node's ``position`` in ``mode``."""
-        out: dict = {v: int(b) for v, b in zip(self.tiler.vars, self.tiler.bounds, strict=True)}
+        out: dict = {v: int(b) for v, b in zip(self.tiles.vars, self.tiles.bounds, strict=True)}
         for i, s in enumerate(self.loops):
             if s.slot <= position and i in mode:
                 out[s.var] = self._cut(i, out[s.var], state)
@@ -310,9 +316,9 @@ class UnevenCounts:
     def _starts(self, mode: Mode, position: int, tensor: str, shared: set, state) -> np.ndarray:
         """Instances of the spatial loops above ``position`` that start their own partial
         sums of ``tensor`` (the model's ``_partial_sum_starts``)."""
-        info = self.tiler.info
+        info = self.info
         out = np.ones(len(state))
-        bound: dict = {v: int(b) for v, b in zip(self.tiler.vars, self.tiler.bounds, strict=True)}
+        bound: dict = {v: int(b) for v, b in zip(self.tiles.vars, self.tiles.bounds, strict=True)}
         for i, s in enumerate(self.loops):
             if s.slot > position:
                 continue
@@ -325,7 +331,7 @@ class UnevenCounts:
         return out
 
     def _multicast(self, tensor: str, chain: tuple, k: int) -> set[int]:
-        info = self.tiler.info
+        info = self.info
         return {
             i
             for i, s in enumerate(self.loops)
@@ -344,7 +350,7 @@ class UnevenCounts:
         return out
 
     def _holder_costs(self, tensor, k, chain, comps, sizes, state, out, crit) -> None:
-        info = self.tiler.info
+        info = self.info
         is_output = tensor in info.outputs
         is_compute = k == len(chain) - 1
         copy_output = info.is_copy and is_output
@@ -386,7 +392,7 @@ class UnevenCounts:
                         role, action, sent, back, first, ratio, sk, served
                     )
                     values.append(got - skipped)
-                self._add(comp, action, tensor, values[0], values[1], crit)
+                self.costs.add_per_row(comp, action, tensor, values[0], values[1], crit)
         if is_output and not is_compute:
             for view, mode in enumerate(self.views):
                 if multicast - set(mode):  # else every instance's own fills: ratio 1
@@ -394,25 +400,23 @@ class UnevenCounts:
                         tuple(set(mode) | multicast)
                     )
 
-    def _add(self, name: str, action: str, tensor: str, total, per_instance, crit) -> None:
-        tiler = self.tiler
-        comp = tiler.comp[name]
-        if action not in comp.actions:
-            return
-        vpa = comp.values_per_action(action, tensor, tiler.bits[tensor])
-        epa = comp.actions[action].energy_per_action(comp.name)
-        crit[:, 0] += total * (comp.actions_scale * tiler.scale * epa / vpa)
-        col, weight = tiler._latency_column(comp, action)
-        if col is not None:
-            crit[:, col] += per_instance * (weight / vpa)
-
     def operations_per_instance(self, state: np.ndarray) -> np.ndarray:
         """Compute operations of the busiest instance (every spatial loop one tile)."""
-        info = self.tiler.info
-        if info.is_copy:
+        if self.info.is_copy:
             return np.zeros(len(state))
-        b = self.bounds(self.views[self.view_of[self.tiler.t.compute]], self.n, state)
+        b = self.bounds(self.views[self.view_of[self.template.compute]], self.n, state)
         out = np.ones(len(state))
-        for v in self.tiler.vars:
+        for v in self.tiles.vars:
             out = out * b[v]
         return out
+
+    def add_leaf(self, state: np.ndarray, crit: np.ndarray) -> None:
+        """The compute leaf's traffic and operations per instance, per row (the constant
+        part is :meth:`NodeCosts.leaf_costs`), once per distinct state."""
+        ids = self.ids(state)
+        _, first, inverse = np.unique(ids, return_index=True, return_inverse=True)
+        leaf = np.zeros((len(first), crit.shape[1]))
+        ones = {v: np.ones(len(first), dtype=np.int64) for v in self.tiles.vars}
+        self.node_costs(self.n, ones, state[first], leaf)
+        leaf[:, self.costs.layout.of(OPERATIONS)] += self.operations_per_instance(state[first])
+        crit += leaf[inverse.ravel()]

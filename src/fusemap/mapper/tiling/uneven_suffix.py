@@ -12,11 +12,9 @@ meets a bottom-up front.
 
 from __future__ import annotations
 
-import copy
-
 import numpy as np
 
-from .stage import Stage
+from .stage import Stage, combined_ids
 
 
 class _PassThrough:
@@ -42,7 +40,7 @@ def stages_below_fused_node(
     have spent before the compute leaf's (branch and bound, as in the top-down stages);
     a start's rows may spend it less the cheapest prefix row that meets them."""
     sizes, crit, seq, depth = tiler.rows_above(prev)
-    state = tiler._state_above(prev, len(sizes))
+    state = tiler.spreads.state_above(prev, len(sizes))
     holder = tiler.t.holders[tiler.p_max]
     token = (("back", holder.tensor, holder.component),)
     seq = cache.backed(prev, seq, token, tiler.interner)
@@ -62,14 +60,12 @@ def stages_below_fused_node(
     within = np.arange(len(pre)) - np.repeat(np.cumsum(count) - count, count)
     rows = order[np.repeat(lo, count) + within]
     total = crit[pre] + last.crit[rows]
-    fits = np.ones(len(pre), dtype=bool)
-    for c in tiler.res_cols:
-        fits &= tiler._memory_total(total, c) <= tiler.capacity[c] * (1 + 1e-9)
+    fits = tiler.reservations.fits(total)
     pre, rows, total = pre[fits], rows[fits], total[fits]
-    ones = np.ones((len(pre), len(tiler.vars)), dtype=np.int64)
+    ones = np.ones((len(pre), len(tiler.tiles.vars)), dtype=np.int64)
     # Templates searched together (UnevenCounts.share) keep their rows apart.
-    group = tiler._ids(seq[pre], tiler.uneven.trips_code(last.state[rows]))
-    keep = tiler._prune(group, tiler._pruning_view(len(tiler.t.holders), ones, total))
+    group = combined_ids(seq[pre], tiler.uneven.trips_code(last.state[rows]))
+    keep = tiler.prune_rows(group, tiler.pruning_view(len(tiler.t.holders), ones, total))
     pre, rows, total = pre[keep], rows[keep], total[keep]
     paths = [rows]
     for st in reversed(suffix[1:]):
@@ -101,13 +97,12 @@ def _search(tiler, sizes: np.ndarray, state: np.ndarray, ceilings: np.ndarray) -
     """Top-down stages from the deepest fused node to the leaf, for rows that start
     there with ``sizes`` and ``state``, each start its own id (``seq``) and its own
     ceiling on the energy its rows spend."""
-    twin = copy.copy(tiler)
-    twin.interner = _PassThrough()
-    twin.reservations_are_objectives = True  # the prefix's reservations are not known
-    twin.looks_ahead = True  # its stages are its own (and its share_key's, same loops)
+    # The prefix's reservations are not known; its stages are its own (and its
+    # share_key's, same loops); the rows' ids are their starts.
+    twin = tiler.below_fused_node(_PassThrough())
     ids = np.arange(len(sizes), dtype=np.int64)
     st = Stage(
-        sizes, np.zeros((len(sizes), tiler.width)), sizes, ids, 0, 0, ids,
+        sizes, np.zeros((len(sizes), len(tiler.layout))), sizes, ids, 0, 0, ids,
         np.zeros(len(sizes), dtype=np.int64), state,
     )  # fmt: skip
     out: list[Stage] = []
