@@ -235,7 +235,9 @@ def test_dense_encoding_equals_the_generic_one(data):
         dtype=np.int64,
     ).reshape(-1, n)
     generic = SimpleNamespace(
-        tiler=SimpleNamespace(tiles=SimpleNamespace(index_of=index_of)), strides=strides, lookups=None
+        tiler=SimpleNamespace(tiles=SimpleNamespace(index_of=index_of)),
+        strides=strides,
+        lookups=None,
     )
     want = SuffixSearch.encode(generic, sizes)
     table, ends = dense_lookups(index_of)
