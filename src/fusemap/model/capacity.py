@@ -25,6 +25,7 @@ from ..spec.errors import InvalidMappingError
 from ..units import capacity_exact
 from .chains import Chain, ComputeStep, HolderStep, LoopStep, linearize
 from .reuse import projection_terms, tile_counter, tile_values
+from .rules import lowered_past
 
 
 @dataclass(frozen=True)
@@ -92,21 +93,15 @@ def reservations(chain: Chain) -> list[ReservationInfo]:
 
 def _lowered(chain: Chain, steps: list, i: int, holder: HolderStep) -> int:
     """Position (index of the first step below) of a non-backing holder's reservation."""
-    r = i + 1
-    while r < len(steps):
-        s = steps[r]
+    kinds = []  # the relevances of the loops right below, down to a node or a fanout
+    for s in steps[i + 1 :]:
         if isinstance(s, (HolderStep, ComputeStep)):
             break
         assert isinstance(s, LoopStep)
         if s.spatial and s.component != holder.component:
             break
-        kind = chain.einsum.relevance(holder.tensor, s.rank_variable)
-        if kind == "irrelevant":
-            break
-        r += 1
-        if kind == "partial":
-            break
-    return r
+        kinds.append(chain.einsum.relevance(holder.tensor, s.rank_variable))
+    return i + 1 + lowered_past(kinds)
 
 
 def memory_usage(

@@ -22,6 +22,16 @@ from dataclasses import dataclass, field
 
 from ..spec.resolve import EinsumInfo
 from .chains import Chain, ComputeStep, HolderStep, LoopStep, linearize
+from .rules import (
+    box_values,
+    holder_reads,
+    holder_writes,
+    parent_reads,
+    parent_writes,
+    shares_parent_transfer,
+    skips_first_reads,
+    starts_partial_sums,
+)
 
 Dist = tuple[tuple[int, int], ...]
 """((tile size, number of tiles), ...) for one rank variable."""
@@ -101,13 +111,7 @@ def tile_values(chain: Chain, tensor: str, sizes: dict[str, int]) -> float:
     ranks = chain.cache.get(key)
     if ranks is None:
         ranks = chain.cache[key] = projection_terms(chain.einsum, tensor)
-    total = 1
-    for rank in ranks:
-        extent = 1
-        for v, c in rank:
-            extent += c * (sizes.get(v, 1) - 1)
-        total *= extent
-    return total
+    return box_values(ranks, sizes)
 
 
 def tensor_variables(chain: Chain, tensor: str) -> list[str]:
@@ -223,7 +227,7 @@ def count_tensor(
         if isinstance(s, ComputeStep):
             fills.append(0.0 if copy_output else amount)
             backs.append(amount if is_output else 0.0)
-            skip = is_output and not copy_output and skip_output.get(s.component, True)
+            skip = skips_first_reads(is_output, skip_output.get(s.component, True), copy_output)
             skips.append(first if skip else 0.0)
             continue
         above *= ratio
@@ -234,7 +238,7 @@ def count_tensor(
             continue
         fills.append(amount)
         backs.append(amount if is_output else 0.0)
-        skip = is_output and skip_output.get(s.component, True)
+        skip = skips_first_reads(is_output, skip_output.get(s.component, True))
         skips.append(first if skip else 0.0)
     traffic = TensorTraffic(tensor)
     for toll in entry:  # what the top holder fetches from, and sends out of, the arch
@@ -246,9 +250,13 @@ def count_tensor(
         own = ratios[k]  # this holder's own fills / write-backs, all instances
         # What this holder sends down: the child's fills, less the initial values it
         # skips, unless this holder serves initial values (its own flag is off).
-        sent = fills[child] - (skips[child] if skip_output.get(s.component, True) else 0.0)
-        traffic.add("write", s.component, (fills[k] - skips[k]) * own + backs[child])
-        traffic.add("read", s.component, backs[k] * own + sent)
+        sent = parent_reads(fills[child], skips[child], skip_output.get(s.component, True))
+        traffic.add(
+            "write",
+            s.component,
+            holder_writes(fills[k], skips[k], own) + parent_writes(backs[child]),
+        )
+        traffic.add("read", s.component, holder_reads(backs[k], own) + sent)
         # Tolls between this holder and its child charge what crosses them.
         for j in range(i + 1, holders[child][0]):
             toll = steps[j]
@@ -284,7 +292,7 @@ def _partial_sum_starts(
             isinstance(s, LoopStep)
             and s.spatial
             and s.node_id not in skip
-            and chain.einsum.relevance(tensor, s.rank_variable) != "relevant"
+            and starts_partial_sums(chain.einsum.relevance(tensor, s.rank_variable))
         ):
             starts *= max(
                 math.ceil(size / s.tile_shape) for size, _ in counter.dists[j][s.rank_variable]
@@ -313,8 +321,11 @@ def _multicast_loops(
         if (
             isinstance(s, LoopStep)
             and s.spatial
-            and info.relevance(tensor, s.rank_variable) == "irrelevant"
-            and tensor in may_reuse.get((s.component, s.dimension), frozenset())
+            and shares_parent_transfer(
+                info.relevance(tensor, s.rank_variable),
+                tensor,
+                may_reuse.get((s.component or "", s.dimension or ""), frozenset()),
+            )
         ):
             out.add(s.node_id)
     return frozenset(out)

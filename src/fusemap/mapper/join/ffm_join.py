@@ -44,7 +44,7 @@ from ..pareto import pareto_mask
 from ..pmappings.generate import PmappingTable
 from ..space.prefix import Compatibility
 from ..space.templates import HOSTING, top_memory
-from ..tiling.terms import tile_values
+from ..tiling.terms import box_array
 from .completion import Completion, Key, live_key, prefix_compat, relaxed
 from .copies import copy_levels, same_view
 from .dependencies import EMPTY, FusionRules, State
@@ -405,7 +405,7 @@ def _backing_bits(info, tensor: str, c: Compatibility, table: PmappingTable, arc
     sizes = {v: np.array([info.bounds[v]]) for v in info.rank_variables}
     for var, tile in c.loops:
         sizes[var] = np.array([tile])
-    values = float(tile_values(projection_terms(info, tensor), sizes)[0])
+    values = float(box_array(projection_terms(info, tensor), sizes)[0])
     res = table.results[0].template
     comp = arch.flat(info.name, res.compute).component(c.backing)
     return values * comp.value_bits(tensor, workload.tensors[tensor].bits_per_value)

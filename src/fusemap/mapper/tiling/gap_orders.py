@@ -35,6 +35,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ...model.rules import lowered_past
 from ...spec import mapping as M
 from ...spec.errors import FusemapError
 from ..space.prefix import PrefixInterner, SpatialTile
@@ -247,18 +248,6 @@ def _passed(res: TemplateResult, rel: dict[str, str], order: tuple[int, ...]) ->
     n_vars = len(res.variables)
     kinds = ["irrelevant" if k >= n_vars else rel[res.variables[k]] for k in order]
     return tuple(sorted(order[: lowered_past(kinds)]))
-
-
-def lowered_past(kinds: list[str]) -> int:
-    """How many loops of a gap, of these relevances in order, a lowered reservation
-    passes (the model's lowering): relevant ones, then one partially relevant one; an
-    irrelevant one stops it."""
-    for n, kind in enumerate(kinds):
-        if kind == "irrelevant":
-            return n
-        if kind == "partial":
-            return n + 1
-    return len(kinds)
 
 
 def _bits(res, ctx: GapContext, h: Holder, here, mids, passed: tuple) -> np.ndarray:

@@ -21,7 +21,7 @@ from ...spec.arch_eval import ComponentInfo
 from ...spec.resolve import EinsumInfo
 from ..space.templates import Holder, Template
 from .columns import ColumnLayout, Kind
-from .terms import memoized, reservation_sizes, tile_values
+from .terms import box_array, memoized, reservation_sizes
 
 Sizes = dict[str, np.ndarray]
 FIT = 1 + 1e-9
@@ -52,7 +52,7 @@ class Reservations:
     def holder_bits(self, holder: Holder, sizes: Sizes) -> np.ndarray:
         """Bits ``holder`` keeps with tiles ``sizes``, per row."""
         comp = self.comp[holder.component]
-        return tile_values(self.terms[holder.tensor], sizes) * comp.value_bits(
+        return box_array(self.terms[holder.tensor], sizes) * comp.value_bits(
             holder.tensor, self.bits[holder.tensor]
         )
 
@@ -160,4 +160,4 @@ def build_reservations(
 def _whole_values(info: EinsumInfo, terms: list[list[tuple[str, int]]]) -> float:
     """Values of the whole tensor."""
     full = {v: np.array([info.bounds[v]]) for v in info.rank_variables}
-    return float(tile_values(terms, full)[0])
+    return float(box_array(terms, full)[0])

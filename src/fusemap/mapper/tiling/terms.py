@@ -19,10 +19,21 @@ import math
 from bisect import bisect_left
 from dataclasses import dataclass, field
 from functools import cache
+from typing import Any
 
 import numpy as np
 
 from ...model.reuse import projection_terms
+from ...model.rules import (
+    box_values,
+    holder_reads,
+    holder_writes,
+    parent_reads,
+    parent_writes,
+    shares_parent_transfer,
+    skips_first_reads,
+    starts_partial_sums,
+)
 from ...spec.arch_eval import FlatArch
 from ...spec.resolve import EinsumInfo
 from ..space.templates import SpatialLoop, Template
@@ -109,8 +120,9 @@ def _tensor_terms(
             s
             for s in template.spatial
             if chain[k - 1] < s.slot <= chain[k]
-            and relevance[s.var] == "irrelevant"
-            and t in may_reuse.get((s.component, s.dimension), frozenset())
+            and shares_parent_transfer(
+                relevance[s.var], t, may_reuse.get((s.component, s.dimension), frozenset())
+            )
         ]
 
     multicast = [multicast_of(k) for k in range(len(chain))]
@@ -138,7 +150,11 @@ def _tensor_terms(
         # Each instance of a spatial loop that does not index the tensor starts its own
         # partial sums (reductions count through ``up``).
         starts = _product(
-            [s for s in ups if s not in m and s not in shared and relevance[s.var] != "relevant"]
+            [
+                s
+                for s in ups
+                if s not in m and s not in shared and starts_partial_sums(relevance[s.var])
+            ]
         )
         return 1.0 / dm, up * starts / e, dm / d
 
@@ -146,8 +162,8 @@ def _tensor_terms(
         node = NodeTerms(chain[k], t, comps[k], False)
         is_compute = k == len(chain) - 1
         parent = comps[k - 1]
-        sk = is_output and skip.get(comps[k], True) and not (is_compute and copy_output)
-        served = sk and skip.get(parent, True)  # the parent serves initial values when off
+        sk = skips_first_reads(is_output, skip.get(comps[k], True), is_compute and copy_output)
+        parent_skips = skip.get(parent, True)  # off: the parent serves initial values
         for comp, role in ((comps[k], "own"), (parent, "parent")):
             if role == "own" and is_compute:
                 continue
@@ -158,30 +174,65 @@ def _tensor_terms(
                 for amount, first, ratio in (tot, inst):
                     fill = 0.0 if (is_compute and copy_output) else amount
                     back = amount if is_output else 0.0
-                    pair.append(holder_traffic(role, action, fill, back, first, ratio, sk, served))
-                (ft, st), (fi, si) = pair
-                if ft or fi:
-                    node.terms.append(Term(comp, action, t, "fill", ft, fi))
-                if st or si:
-                    node.terms.append(Term(comp, action, t, "first", -st, -si))
+                    pair.append(
+                        holder_traffic(role, action, fill, back, first, ratio, sk, parent_skips)
+                    )
+                total, per_instance = pair
+                if total.fill or per_instance.fill:
+                    node.terms.append(Term(comp, action, t, "fill", total.fill, per_instance.fill))
+                if total.first or per_instance.first:
+                    node.terms.append(
+                        Term(comp, action, t, "first", total.first, per_instance.first)
+                    )
         out.append(node)
     return out
 
 
-def holder_traffic(role: str, action: str, fill, back, first, ratio, skips: bool, served: bool):
-    """One holder's part of a component's reads or writes of its tensor (the model's
-    ``count_tensor``), as (values, first visits subtracted): at the holder's own
-    component (``role`` "own") or at its parent's. ``fill``/``back``: the values it
-    receives and writes back; ``ratio``: its instances' own copies per transfer (under a
-    multicast); ``skips``: it skips its first reads of the output; ``served``: its
-    parent sends them anyway. Works on coefficients and on per-row arrays alike."""
-    if role == "own" and action == "write":  # (fills - skips) * ratio
-        return fill * ratio, (first * ratio if skips else 0.0 * first)
-    if role == "own":  # backs * ratio
-        return back * ratio, 0.0 * first
-    if action == "write":  # parent receives the write-backs
-        return back, 0.0 * first
-    return fill, (first if served else 0.0 * first)  # parent sends the fills, less skips
+@dataclass(frozen=True)
+class Counts:
+    """A count kept as its two parts: ``fill`` multiplies the fill basis and ``first``
+    the first-visit basis (coefficients of a node's terms, or per-row values with uneven
+    spreads). The model's traffic rules (:mod:`fusemap.model.rules`) compute on it as
+    on a number."""
+
+    fill: Any
+    first: Any
+
+    def __add__(self, other: Counts) -> Counts:
+        return Counts(self.fill + other.fill, self.first + other.first)
+
+    def __sub__(self, other: Counts) -> Counts:
+        return Counts(self.fill - other.fill, self.first - other.first)
+
+    def __mul__(self, k: Any) -> Counts:
+        return Counts(self.fill * k, self.first * k)
+
+    __rmul__ = __mul__
+
+    def values(self) -> Any:
+        """The count itself (per-row values: both parts added)."""
+        return self.fill + self.first
+
+
+def holder_traffic(
+    role: str, action: str, fill, back, first, ratio, skips: bool, parent_skips: bool
+) -> Counts:
+    """One holder's part of a component's reads or writes of its tensor, by the model's
+    rules (:mod:`fusemap.model.rules`): at the holder's own component (``role`` "own")
+    or at its parent's. ``fill``/``back``: the values it receives and writes back;
+    ``first``: its first visits; ``ratio``: its instances' own copies per transfer
+    (under a multicast); ``skips``: it skips its first reads of the output;
+    ``parent_skips``: its parent's flag (off: the parent serves them anyway). Works on
+    coefficients and on per-row arrays alike."""
+    fills, backs = Counts(fill, 0.0), Counts(back, 0.0)
+    skipped = Counts(0.0, first) if skips else Counts(0.0, 0.0)
+    if role == "own":
+        if action == "write":
+            return holder_writes(fills, skipped, ratio)
+        return holder_reads(backs, ratio)
+    if action == "write":
+        return parent_writes(backs)
+    return parent_reads(fills, skipped, parent_skips)
 
 
 def memoized(memo: dict | None, key: tuple, make):
@@ -219,18 +270,9 @@ def _entries(bound, s: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
     return [main, (rem, (rem > 0).astype(np.int64))]
 
 
-def tile_values(terms: list[list[tuple[str, int]]], sizes: dict[str, np.ndarray]) -> np.ndarray:
-    """Dense box occupancy per row (the model's ``tile_values``)."""
-    total: np.ndarray | float | None = None
-    for rank in terms:
-        if len(rank) == 1 and rank[0][1] == 1:  # the common case: the rank is one variable
-            extent: np.ndarray | float = sizes[rank[0][0]]
-        else:
-            extent = 1.0
-            for v, c in rank:
-                extent = extent + c * (sizes[v] - 1)
-        total = extent if total is None else total * extent
-    return np.asarray(1.0 if total is None else total, dtype=np.float64)
+def box_array(terms, sizes: dict[str, np.ndarray]) -> np.ndarray:
+    """Dense box occupancy per row (:func:`fusemap.model.rules.box_values`, as floats)."""
+    return np.asarray(box_values(terms, sizes, 1.0), dtype=np.float64)
 
 
 def fill_basis(
@@ -274,7 +316,7 @@ def _sum_over_entries(bounds, terms, variables, sizes, fixed) -> np.ndarray:
         combos = nxt
     total: np.ndarray | float = 0.0
     for chosen, weight in combos:
-        total = total + weight * tile_values(terms, chosen)
+        total = total + weight * box_array(terms, chosen)
     return np.asarray(total, dtype=np.float64)
 
 

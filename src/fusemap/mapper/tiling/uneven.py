@@ -22,6 +22,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from ...model.rules import shares_parent_transfer, skips_first_reads, starts_partial_sums
 from ...spec.arch_eval import FlatArch
 from ...spec.resolve import EinsumInfo
 from ..space.templates import SpatialLoop, Template
@@ -322,7 +323,11 @@ class UnevenCounts:
         for i, s in enumerate(self.loops):
             if s.slot > position:
                 continue
-            if i not in mode and i not in shared and info.relevance(tensor, s.var) != "relevant":
+            if (
+                i not in mode
+                and i not in shared
+                and starts_partial_sums(info.relevance(tensor, s.var))
+            ):
                 big, small = self._tiles(i, state)
                 b = bound[s.var] + np.zeros(len(state), dtype=np.int64)
                 out = out * -(-np.minimum(b, big) // small)  # b >= big: all trips
@@ -336,8 +341,11 @@ class UnevenCounts:
             i
             for i, s in enumerate(self.loops)
             if chain[k - 1] < s.slot <= chain[k]
-            and info.relevance(tensor, s.var) == "irrelevant"
-            and tensor in self.may_reuse.get((s.component, s.dimension), frozenset())
+            and shares_parent_transfer(
+                info.relevance(tensor, s.var),
+                tensor,
+                self.may_reuse.get((s.component, s.dimension), frozenset()),
+            )
         }
 
     # ------------------------------------------------------------ counts
@@ -356,8 +364,8 @@ class UnevenCounts:
         copy_output = info.is_copy and is_output
         multicast = self._multicast(tensor, chain, k)
         shared = set().union(*(self._multicast(tensor, chain, kk) for kk in range(1, len(chain))))
-        sk = is_output and self.skip.get(comps[k], True) and not (is_compute and copy_output)
-        served = sk and self.skip.get(comps[k - 1], True)
+        sk = skips_first_reads(is_output, self.skip.get(comps[k], True), is_compute and copy_output)
+        parent_skips = self.skip.get(comps[k - 1], True)
         above = {i for i, s in enumerate(self.loops) if s.slot <= chain[k]}
         fills: dict[Mode, np.ndarray] = {}
 
@@ -388,10 +396,10 @@ class UnevenCounts:
                 for amount, ratio, first in pair:
                     sent = 0.0 * amount if (is_compute and copy_output) else amount
                     back = amount if is_output else 0.0 * amount
-                    got, skipped = holder_traffic(
-                        role, action, sent, back, first, ratio, sk, served
+                    counts = holder_traffic(
+                        role, action, sent, back, first, ratio, sk, parent_skips
                     )
-                    values.append(got - skipped)
+                    values.append(counts.values())
                 self.costs.add_per_row(comp, action, tensor, values[0], values[1], crit)
         if is_output and not is_compute:
             for view, mode in enumerate(self.views):
