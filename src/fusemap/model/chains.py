@@ -95,7 +95,7 @@ def branch_chains(mapping: M.Mapping) -> dict[str, list[M.MappingNode]]:
         if not isinstance(leaf, M.Compute):
             raise InvalidMappingError(
                 "a branch of the mapping does not end in a !Compute node "
-                f"(it ends in {'nothing' if leaf is None else '!' + leaf.type})"  # type: ignore[attr-defined]
+                f"(it ends in {'nothing' if leaf is None else '!' + leaf.type})"
             )
         for node in branch[:-1]:
             if isinstance(node, M.Compute):
@@ -292,7 +292,7 @@ def linearize(chain: Chain, tensor: str) -> list[LoopStep | HolderStep | Compute
             continue
         run = k
         if s.spatial:
-            while base[stops[run]].level < s.level:  # type: ignore[union-attr]
+            while base[stops[run]].level < s.level:
                 run += 1
         run_of[i] = run
     _check_loop_order(chain, tensor, base, stops, run_of)

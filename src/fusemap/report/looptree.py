@@ -241,7 +241,7 @@ def _einsums(node: DisplayNode) -> list[str]:
 
 
 def _split_title(node: M.Split) -> str:
-    kind = node.type.lower()  # type: ignore[attr-defined]
+    kind = node.type.lower()
     if isinstance(node, M.Pipeline) and node.overlap:
         kind += " (overlap)"
     return node.text or kind
@@ -301,7 +301,7 @@ def _node(run: list[M.MappingNode], notes: Annotations) -> DisplayNode:
         return out
     if isinstance(node, M.Reservation):
         return DisplayNode("other", f"reserve {', '.join(node.purposes)} in {node.resource}")
-    return DisplayNode("other", node.text or node.type)  # type: ignore[attr-defined]
+    return DisplayNode("other", node.text or node.type)
 
 
 def _range(per_einsum: dict[str, int], sign: str = " ×") -> str:

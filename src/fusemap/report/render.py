@@ -19,7 +19,7 @@ FORMATS = ("svg", "png", "pdf", "dot", "txt")
 def label(node: M.MappingNode) -> str:
     """One-line description of a LoopTree node (without the model's numbers)."""
     tree = display_tree(M.Mapping(nodes=[node]))
-    return tree.children[0].title if tree.children else node.type  # type: ignore[attr-defined]
+    return tree.children[0].title if tree.children else node.type
 
 
 def text_tree(mapping: M.Mapping, notes: Annotations | None = None, tiles: bool = False) -> str:

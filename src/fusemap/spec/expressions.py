@@ -23,7 +23,6 @@ from fusemap.spec import limits
 from fusemap.spec.errors import ExpressionError, Location, UnknownNameError
 from fusemap.spec.safe_functions import (
     _BUILTINS,
-    _CALLABLE,
     CONSTANTS,  # noqa: F401  (re-exported)
     FUNCTIONS,
     MAX_DEPTH,
@@ -39,6 +38,7 @@ from fusemap.spec.safe_functions import (
     _safe_pow,
     _size,
     _too_large,
+    is_whitelisted,
     max_size,
 )
 from fusemap.spec.values import QuotedStr
@@ -352,7 +352,7 @@ class _Interpreter:
         else:
             name = ast.unparse(func)
             fn = self.visit(func, env)
-        if _CALLABLE.get(id(fn)) is not fn:
+        if not is_whitelisted(fn):
             raise ExpressionError(
                 f"'{name}' is not a function that can be called (only whitelisted functions are)"
             )
@@ -362,7 +362,7 @@ class _Interpreter:
 
     def _arguments(self, node: ast.Call, env: dict[str, Any]) -> tuple[list, dict]:
         args = [self.visit(a, env) for a in node.args]
-        return args, {k.arg: self.visit(k.value, env) for k in node.keywords}  # type: ignore[misc]
+        return args, {k.arg: self.visit(k.value, env) for k in node.keywords}
 
     def _Attribute(self, node: ast.Attribute, env: dict[str, Any]) -> Any:
         value = self.visit(node.value, env)

@@ -247,7 +247,7 @@ def safe_globals(env: Any) -> dict[str, Any]:
 
     def prod(iterable: Iterable[Any], start: Any = 1) -> Any:
         for x in walk(iterable):
-            start = env.call_binop(None, "*", start, x)  # type: ignore[arg-type]
+            start = env.call_binop(None, "*", start, x)
         return start
 
     def dict_(*args: Any, **kwargs: Any) -> dict[Any, Any]:
