@@ -108,6 +108,13 @@ def branch_chains(mapping: M.Mapping) -> dict[str, list[M.MappingNode]]:
     return out
 
 
+def branch_compute(branch: list[M.MappingNode]) -> M.Compute:
+    """The !Compute leaf of a branch that :func:`branch_chains` returned (it checked it)."""
+    leaf = branch[-1]
+    assert isinstance(leaf, M.Compute)
+    return leaf
+
+
 def build_chain(
     nodes: list[M.MappingNode],
     einsum: EinsumInfo,

@@ -97,7 +97,8 @@ class ArchEvaluator:
     def __init__(self, spec: Spec, workload: WorkloadInfo):
         spec.require("arch")
         self.spec, self.workload = spec, workload
-        self.arch: A.Arch = spec.arch  # type: ignore[assignment]
+        assert spec.arch is not None
+        self.arch: A.Arch = spec.arch
         self._paths = self._node_paths()
         self._cache: dict[str, dict[str, ComponentInfo]] = {}
         self._locations: dict[tuple, Location] = {}

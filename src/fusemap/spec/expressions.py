@@ -290,8 +290,11 @@ class _Interpreter:
         return env[node.id] if node.id in env else self.scope.lookup(node.id)
 
     def _Dict(self, node: ast.Dict, env: dict[str, Any]) -> Any:
-        pairs = zip(node.keys, node.values, strict=True)
-        result = {self.visit(k, env): self.visit(v, env) for k, v in pairs}  # type: ignore[arg-type]
+        result = {}
+        for k, v in zip(node.keys, node.values, strict=True):
+            assert k is not None  # parse_expression refuses ``**`` in a dict
+            key = self.visit(k, env)  # the key first, as a dict display does
+            result[key] = self.visit(v, env)
         if _size(result) > max_size():
             raise _too_large("dict")
         return result
@@ -417,7 +420,8 @@ class _Interpreter:
             env[target.id] = value
             return
         values = list(value)
-        elts = target.elts  # type: ignore[attr-defined]
+        assert isinstance(target, ast.Tuple | ast.List)  # _targets() allows nothing else
+        elts = target.elts
         if len(values) != len(elts):
             raise ExpressionError(
                 f"cannot unpack {len(values)} values into {len(elts)} in '{self.text}'"

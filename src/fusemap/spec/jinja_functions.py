@@ -274,10 +274,10 @@ def safe_globals(env: Any) -> dict[str, Any]:
     return out
 
 
-def as_function(fn: Callable[..., Any]) -> types.FunctionType:
+def as_function(fn: Callable[..., Any]) -> Callable[..., Any]:
     """A fresh plain function calling ``fn`` (a builtin's attributes stay out of reach)."""
 
     def call(*args: Any, **kwargs: Any) -> Any:
         return fn(*args, **kwargs)
 
-    return call  # type: ignore[return-value]
+    return call
