@@ -12,7 +12,7 @@ PYTHON312 ?= $(shell for p in $${PYENV_ROOT:-$$HOME/.pyenv}/versions/3.12*/bin/p
 VENV312 := .venv312
 STAMP312 := $(VENV312)/.installed-components
 
-.PHONY: demo test test-oracle lint format clean browser components test-components
+.PHONY: demo test test-oracle typecheck lint format clean browser components test-components
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -33,7 +33,12 @@ demo: $(STAMP)
 test: $(DEVSTAMP)
 	$(BIN)/ruff check src tests benchmarks experiments
 	$(BIN)/ruff format --check src tests benchmarks experiments
+	$(BIN)/mypy
 	$(BIN)/python -m pytest -n 2
+
+# mypy over src/fusemap, configured in pyproject.toml (also run by `make test`).
+typecheck: $(DEVSTAMP)
+	$(BIN)/mypy
 
 # FFM against the independent LoopTree oracle (every LoopTree of 48 tiny random cases,
 # of 12 with a spatial fanout, and of tests/test_mapper_root.py's; deselected from

@@ -113,7 +113,7 @@ class _Run:
                 initial = evaluate(e.iterative[var], self.scope)
                 if isinstance(initial, bool) or not isinstance(initial, (int, float)):
                     raise SpecError(f"{e.name}.iterative.{var}: initial value must be a number")
-                index = [slice(None)] * len(tensor.ranks)
+                index: list[slice | int] = [slice(None)] * len(tensor.ranks)
                 index[tensor.ranks.index(rank)] = 0
                 array[tuple(index)] = initial
 

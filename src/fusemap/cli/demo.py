@@ -14,7 +14,7 @@ def demo(
     """Run the built-in example: map a transformer layer (fusion included), print the
     optimal mapping, draw its LoopTree and plots, write the HTML report."""
     from ..examples import example_path
-    from ..report.outputs import annotations
+    from ..report.outputs import drawing_notes
     from ..report.plots import energy_breakdown
     from ..report.render import render as draw
     from ..spec.spec import load_spec
@@ -36,5 +36,5 @@ def demo(
         command="fusemap demo",
     ).best
     plot = energy_breakdown(best.result, out / "demo_energy.png")
-    tree = draw(best.mapping, out / "demo_looptree.svg", annotations(spec, best.mapping))
+    tree = draw(best.mapping, out / "demo_looptree.svg", drawing_notes(spec, best.mapping))
     typer.echo(f"wrote {plot} and {tree}; open {out / 'demo_report.html'} in a browser")

@@ -4,11 +4,15 @@ traceback)."""
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
 import typer
 
 from ..spec.errors import FusemapError
 from .app import app, debugging
+
+if TYPE_CHECKING:
+    from typer._click.exceptions import ClickException
 
 
 def main() -> None:
@@ -30,7 +34,7 @@ def main() -> None:
         sys.exit(130)
     except Exception as err:
         if isinstance(err, _usage_error_type()):  # bad command-line usage
-            err.show()  # type: ignore[attr-defined]
+            err.show()
             sys.exit(2)
         if debugging():
             raise
@@ -42,10 +46,11 @@ def main() -> None:
         sys.exit(1)
 
 
-def _usage_error_type() -> type[Exception]:
+def _usage_error_type() -> type[ClickException]:
     """The exception class of command-line usage errors (recent typer vendors click)."""
     try:
         from typer._click.exceptions import ClickException
     except ImportError:  # older typer: the click package
-        from click.exceptions import ClickException  # type: ignore[no-redef]
+        # The same class from the other package (no subclass of the vendored one).
+        from click.exceptions import ClickException  # type: ignore[assignment]
     return ClickException

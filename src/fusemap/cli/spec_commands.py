@@ -49,13 +49,13 @@ def render(
     ] = False,
 ) -> None:
     """Draw the LoopTree of a mapping (fusemap's own layout; no graphviz needed)."""
-    from ..report.outputs import annotations
+    from ..report.outputs import drawing_notes
     from ..report.render import render as draw
 
     spec = load([arch, workload, mapping], define, allow_unused)
     spec.require("mapping")
     check_outputs(spec, out)
-    path = draw(spec.mapping, out, annotations(spec, spec.mapping), graphviz=graphviz)  # type: ignore[arg-type]
+    path = draw(spec.mapping, out, drawing_notes(spec, spec.mapping), graphviz=graphviz)
     typer.echo(f"wrote {path}")
 
 
@@ -93,7 +93,7 @@ def evaluate(
     wl = resolve_workload(spec)
     check_mapping(spec, wl, einsum or None)
     result = evaluate_mapping(spec, workload=wl, einsums=einsum or None)
-    notes = outputs.annotations(spec, spec.mapping, wl) if tree and not quiet else None
+    notes = outputs.drawing_notes(spec, spec.mapping, wl) if tree and not quiet else None
     outputs.show_result(result, spec.mapping, notes, tree=tree and not quiet, tables=not quiet,
                         echo=typer.echo)  # fmt: skip
     outputs.write_result_files(

@@ -95,7 +95,7 @@ def branch_chains(mapping: M.Mapping) -> dict[str, list[M.MappingNode]]:
         if not isinstance(leaf, M.Compute):
             raise InvalidMappingError(
                 "a branch of the mapping does not end in a !Compute node "
-                f"(it ends in {'nothing' if leaf is None else '!' + leaf.type})"  # type: ignore[attr-defined]
+                f"(it ends in {'nothing' if leaf is None else '!' + leaf.type})"
             )
         for node in branch[:-1]:
             if isinstance(node, M.Compute):
@@ -106,6 +106,13 @@ def branch_chains(mapping: M.Mapping) -> dict[str, list[M.MappingNode]]:
             raise InvalidMappingError(f"Einsum {leaf.einsum} has two !Compute nodes")
         out[leaf.einsum] = branch
     return out
+
+
+def branch_compute(branch: list[M.MappingNode]) -> M.Compute:
+    """The !Compute leaf of a branch that :func:`branch_chains` returned (it checked it)."""
+    leaf = branch[-1]
+    assert isinstance(leaf, M.Compute)
+    return leaf
 
 
 def build_chain(
@@ -292,7 +299,7 @@ def linearize(chain: Chain, tensor: str) -> list[LoopStep | HolderStep | Compute
             continue
         run = k
         if s.spatial:
-            while base[stops[run]].level < s.level:  # type: ignore[union-attr]
+            while base[stops[run]].level < s.level:
                 run += 1
         run_of[i] = run
     _check_loop_order(chain, tensor, base, stops, run_of)

@@ -32,7 +32,7 @@ class _ActionView(ExprObject):
 
 def _one_modes(chain: Chain) -> dict[int, frozenset[int]]:
     """Per arch level: spatial loops whose fanout replicates that level (per-instance view)."""
-    loops = [s for s in chain.steps if getattr(s, "spatial", False)]
+    loops = [s for s in chain.steps if isinstance(s, LoopStep) and s.spatial]
     return {
         k: frozenset(s.node_id for s in loops if s.level <= k) for k in range(len(chain.arch.path))
     }
@@ -96,12 +96,12 @@ def einsum_costs(chain: Chain, scale: float) -> EinsumResult:
     if info.is_copy:  # a copy's traffic is reported under its source tensor
         _merge_onto_source(result, info.outputs[0], info.inputs[0])
     for level, comp in enumerate(arch.path):
-        use = result.components.get(comp.name)
-        if use is None:
+        leaking = result.components.get(comp.name)
+        if leaking is None:
             continue
         leak = total_leak_power(arch, level) * gated_fraction(arch, level, used)
-        use.leak_energy = leak * result.latency
-        use.energy += use.leak_energy
+        leaking.leak_energy = leak * result.latency
+        leaking.energy += leaking.leak_energy
     result.energy = sum(u.energy for u in result.components.values())
     return result
 
@@ -203,7 +203,8 @@ def component_latency(comp: ComponentInfo, n_calls: dict[str, float]) -> float:
     if comp.node.total_latency is None:
         value = sum(_ratio(v.n_calls, v.throughput) for v in views)
     else:
-        scope = comp.latency_scope.child({"actions": views})  # type: ignore[union-attr]
+        assert comp.latency_scope is not None  # set for every component but containers
+        scope = comp.latency_scope.child({"actions": views})
         try:
             value = evaluate(comp.node.total_latency, scope)
         except FusemapError as err:

@@ -10,7 +10,7 @@ from ..spec.resolve import WorkloadInfo, resolve_workload
 from ..spec.spec import Spec
 from ..units import unitless_energy, unitless_latency
 from .capacity import check_capacity, live_reservations, peak_usage
-from .chains import branch_chains, build_chain
+from .chains import branch_chains, branch_compute, build_chain
 from .costs import einsum_costs, total_area, total_leak_power
 from .result import ComponentTotals, Result
 from .schedule import mapping_latency
@@ -86,8 +86,7 @@ def _evaluate(
     for name in order:
         info = workload.einsum(name)
         nodes = by_einsum[name]
-        compute = nodes[-1].component  # type: ignore[attr-defined]
-        flat = arch.flat(name, compute)
+        flat = arch.flat(name, branch_compute(nodes).component)
         chains.append(build_chain(nodes, info, workload, flat, where))
     branches = [by_einsum[n] for n in order]
     live, _ = live_reservations(chains, branches)

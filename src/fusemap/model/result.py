@@ -171,14 +171,14 @@ class Result:
             for c in e.components.values():
                 if component is not None and c.name != component:
                     continue
-                if tensor is None and action is None:
-                    total += c.energy
-                elif tensor is None:
-                    total += c.actions.get(action, ActionResult()).energy  # type: ignore[arg-type]
-                else:
+                if tensor is not None:
                     for a, r in c.tensors.get(tensor, {}).items():
                         if action is None or a == action:
                             total += r.energy
+                elif action is None:
+                    total += c.energy
+                else:
+                    total += c.actions.get(action, ActionResult()).energy
         return total
 
     def count(

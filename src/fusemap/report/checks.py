@@ -34,14 +34,14 @@ def check_spec(spec: Spec) -> str:
     first: dict[str, ComponentInfo] = evaluator.components(names[0]) if names else {}
     notes = None
     if spec.mapping is not None:
-        from ..model.chains import branch_chains, build_chain
+        from ..model.chains import branch_chains, branch_compute, build_chain
         from ..spec.mapping_check import check_mapping, node_locations
         from .looptree import annotate
 
         check_mapping(spec, wl)
         where = node_locations(spec)
         for name, nodes in branch_chains(spec.mapping).items():
-            flat = evaluator.flat(name, nodes[-1].component)  # type: ignore[attr-defined]
+            flat = evaluator.flat(name, branch_compute(nodes).component)
             try:
                 build_chain(nodes, wl.einsum(name), wl, flat, where)
             except FusemapError as err:  # the model does not know where nodes were written
@@ -50,9 +50,9 @@ def check_spec(spec: Spec) -> str:
     print_group(check_summary(spec, wl, first, notes))
     missing = unpriced(evaluator, names)
     if missing:
-        message, where = missing[0]
+        message, at = missing[0]
         more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
-        raise SpecError(f"the spec is valid but cannot be priced: {message}{more}", where)
+        raise SpecError(f"the spec is valid but cannot be priced: {message}{more}", at)
     if spec.mapping is not None:
         from ..model.evaluate import evaluate_mapping
 

@@ -12,6 +12,7 @@ import difflib
 import json
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -170,7 +171,7 @@ def load_side(
     from ..spec.spec import load_spec
     from .render import text_tree
 
-    files: list[str | Path] = list(spec_files)
+    files: Sequence[str | Path] = list(spec_files)
     given = dict(variables)
     if not files:
         files, recorded = recorded_inputs(path)
@@ -182,8 +183,9 @@ def load_side(
             )
     spec = load_spec(*files, path, variables=given, allow_unused=allow_unused)
     spec.require("arch", "workload", "mapping")
+    assert spec.mapping is not None
     result = evaluate_mapping(spec)
-    return result.to_json(), text_tree(spec.mapping)  # type: ignore[arg-type]
+    return result.to_json(), text_tree(spec.mapping)
 
 
 def diff_paths(

@@ -174,13 +174,24 @@ def to_image(lay: Layout, fmt: str = "png") -> bytes:
     points = FONT_PX * 72 / dpi
     for b in lay.boxes:
         fill, stroke, dashed, rounded = STYLE.get(b.kind, STYLE["other"])
-        style = dict(facecolor=fill, edgecolor=stroke, linestyle="--" if dashed else "-")
+        dashes = "--" if dashed else "-"
         if rounded:
+            rounding = "round,pad=0,rounding_size=6"
             ax.add_patch(
-                FancyBboxPatch((b.x, b.y), b.w, b.h, "round,pad=0,rounding_size=6", **style)
+                FancyBboxPatch(
+                    (b.x, b.y),
+                    b.w,
+                    b.h,
+                    rounding,
+                    facecolor=fill,
+                    edgecolor=stroke,
+                    linestyle=dashes,
+                )
             )
         else:
-            ax.add_patch(Rectangle((b.x, b.y), b.w, b.h, **style))
+            ax.add_patch(
+                Rectangle((b.x, b.y), b.w, b.h, facecolor=fill, edgecolor=stroke, linestyle=dashes)
+            )
         for i, line in enumerate(b.lines):
             ax.text(
                 b.x + PAD,

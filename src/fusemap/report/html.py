@@ -198,14 +198,14 @@ def _front(spec: Any, front: Sequence, objective_best: int = 0) -> str:
     details = []
     for i, m in enumerate(front):
         q = Quantities(m.result)
-        fused = {f.tensor for f in m.fused}
+        fused_names = {f.tensor for f in m.fused}
         yaml = merge_storage(m.mapping).to_yaml()
         details.append(
             f'<div class="point-detail" id="point-{i + 1}"><h3>Mapping {i + 1}: energy '
             f"{escape(q.energy(m.result.energy))}, latency {escape(q.latency(m.result.latency))}</h3>"
             + (P.fused_rows(m.fused) if m.fused else '<p class="note">Nothing fused.</p>')
             + P.einsum_rows(m.result)
-            + f"<details><summary>LoopTree</summary>{_tree(spec, m.mapping, m.result, fused)}</details>"
+            + f"<details><summary>LoopTree</summary>{_tree(spec, m.mapping, m.result, fused_names)}</details>"
             + f'<details><summary>mapping YAML</summary><pre class="yaml">{escape(yaml)}</pre></details></div>'
         )
     return plots + listing + "".join(details)

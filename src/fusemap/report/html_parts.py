@@ -14,10 +14,11 @@ from ..units import area, capacity, number, percent
 from .looptree import DisplayNode
 from .tables import Quantities, usage_text
 
+Cell = tuple[str, float | str | None]
+"""A table cell: its text and the value it sorts by (a string or None: a text column)."""
 
-def table(
-    headers: Sequence[str], rows: Sequence[Sequence[tuple[str, float | str | None]]], cls: str = ""
-) -> str:
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[Cell]], cls: str = "") -> str:
     """A sortable table; each cell is (text, sort value). Text columns are left-aligned."""
     first = rows[0] if rows else []
     text_cols = {i for i, (_, v) in enumerate(first) if isinstance(v, str) or v is None}
@@ -44,7 +45,7 @@ def table(
 def component_rows(result: Result) -> str:
     q = Quantities(result)
     total = result.energy or 1.0
-    rows = []
+    rows: list[list[Cell]] = []
     for c in result.components.values():
         rows.append(
             [
@@ -76,7 +77,7 @@ def component_rows(result: Result) -> str:
 def einsum_rows(result: Result) -> str:
     q = Quantities(result)
     total = result.energy or 1.0
-    rows = []
+    rows: list[list[Cell]] = []
     for e in result.einsums.values():
         usage = ", ".join(f"{k.split('.')[-1]} {number(v)}" for k, v in e.fanout_usage.items())
         rows.append(
@@ -111,7 +112,7 @@ def tensor_rows(result: Result, fused: dict[str, str], workload=None) -> str:
                 row = per.setdefault(t, {})
                 row[c.name] = row.get(c.name, 0.0) + sum(r.energy for r in acts.values())
     total = result.energy or 1.0
-    rows = []
+    rows: list[list[Cell]] = []
     for t, by in per.items():
         info = workload.tensors.get(t) if workload is not None else None
         shape = "×".join(map(str, info.shape)) if info else ""
@@ -135,7 +136,7 @@ def tensor_rows(result: Result, fused: dict[str, str], workload=None) -> str:
 def action_rows(result: Result) -> str:
     """The long-format rows of ``Result.to_frame()`` as a table."""
     q = Quantities(result)
-    rows = []
+    rows: list[list[Cell]] = []
     for einsum, comp, _kind, tensor, action, count, energy in result.rows():
         rows.append(
             [
@@ -151,7 +152,7 @@ def action_rows(result: Result) -> str:
 
 
 def fused_rows(fused: Sequence) -> str:
-    rows = []
+    rows: list[list[Cell]] = []
     for f in fused:
         loops = f.loops_text()
         rows.append([(f.tensor, f.tensor), (f.memory, f.memory), (loops, loops)])

@@ -17,6 +17,7 @@ Two things live here:
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ..mapper.space.prefix import SpatialTile, loops_text
@@ -42,7 +43,7 @@ def can_merge(a: M.MappingNode, b: M.MappingNode) -> bool:
     )
 
 
-def merge_runs(nodes: list[M.MappingNode]) -> list[list[M.MappingNode]]:
+def merge_runs(nodes: Sequence[M.MappingNode]) -> list[list[M.MappingNode]]:
     """``nodes`` cut into runs: adjacent mergeable storage nodes together, others alone."""
     runs: list[list[M.MappingNode]] = []
     for node in nodes:
@@ -57,14 +58,13 @@ def merge_storage(mapping: M.Mapping) -> M.Mapping:
     """A copy of ``mapping`` with adjacent storage nodes of one memory merged (the model
     counts it exactly as the original)."""
 
-    def chain(nodes: list[M.MappingNode]) -> list[M.MappingNode]:
+    def chain(nodes: Sequence[M.MappingNode]) -> list[M.MappingNode]:
         out: list[M.MappingNode] = []
         for run in merge_runs(nodes):
             if len(run) > 1:
                 first = run[0]
                 assert isinstance(first, M.Storage)
-                tensors = [t for n in run for t in n.tensors]  # type: ignore[attr-defined]
-                out.append(first.model_copy(update={"tensors": tensors}))
+                out.append(first.model_copy(update={"tensors": _run_tensors(run)}))
             else:
                 out.append(one(run[0]))
         return out
@@ -79,6 +79,11 @@ def merge_storage(mapping: M.Mapping) -> M.Mapping:
         return node
 
     return mapping.model_copy(update={"nodes": chain(mapping.nodes)})
+
+
+def _run_tensors(run: list[M.MappingNode]) -> list[str]:
+    """The tensors of a run of storage nodes, in order (a run of several is all storage)."""
+    return [t for n in run if isinstance(n, M.Storage) for t in n.tensors]
 
 
 # -------------------------------------------------------------------- the model's numbers
@@ -125,7 +130,7 @@ def annotate(spec, mapping: M.Mapping, workload=None, arch=None) -> Annotations:
     Einsums whose branch the model cannot read (a broken mapping) are left out: drawing
     must still work for them."""
     from ..model.capacity import reservations
-    from ..model.chains import branch_chains, build_chain
+    from ..model.chains import LoopStep, branch_chains, branch_compute, build_chain
     from ..model.reuse import fanout_usage, tile_counter
     from ..spec.arch_eval import ArchEvaluator
     from ..spec.resolve import resolve_workload
@@ -139,7 +144,7 @@ def annotate(spec, mapping: M.Mapping, workload=None, arch=None) -> Annotations:
         return out
     for name, nodes in by_einsum.items():
         try:
-            flat = arch.flat(name, nodes[-1].component)  # type: ignore[attr-defined]
+            flat = arch.flat(name, branch_compute(nodes).component)
             chain = build_chain(nodes, workload.einsum(name), workload, flat)
             used = fanout_usage(chain)
             res = reservations(chain)
@@ -150,12 +155,13 @@ def annotate(spec, mapping: M.Mapping, workload=None, arch=None) -> Annotations:
                 out.sizes[comp.name] = comp.size
         counter = tile_counter(chain, chain.steps, frozenset())
         for i, step in enumerate(chain.steps):
-            if not hasattr(step, "rank_variable"):
+            if not isinstance(step, LoopStep):
                 continue
             num = out.nodes.setdefault(chain.node_ids[i], NodeNumbers())
             dist = counter.dists[i][step.rank_variable]
             num.iterations[name] = max(math.ceil(s / step.tile_shape) for s, _ in dist)
             if step.spatial:
+                assert step.component is not None and step.dimension is not None
                 dims = flat.component(step.component).spatial
                 num.fanout = next((d.fanout for d in dims if d.name == step.dimension), 0)
                 num.used[name] = used.get((step.component, step.dimension), 0)
@@ -199,7 +205,7 @@ def display_tree(mapping: M.Mapping, notes: Annotations | None = None) -> Displa
     return root
 
 
-def _attach(parent: DisplayNode, nodes: list[M.MappingNode], notes: Annotations) -> None:
+def _attach(parent: DisplayNode, nodes: Sequence[M.MappingNode], notes: Annotations) -> None:
     flat: list[M.MappingNode] = []
     for node in nodes:  # a !Nested inside a chain continues the chain
         if isinstance(node, M.Nested) and not isinstance(node, M.Split):
@@ -241,7 +247,7 @@ def _einsums(node: DisplayNode) -> list[str]:
 
 
 def _split_title(node: M.Split) -> str:
-    kind = node.type.lower()  # type: ignore[attr-defined]
+    kind = node.type.lower()
     if isinstance(node, M.Pipeline) and node.overlap:
         kind += " (overlap)"
     return node.text or kind
@@ -251,12 +257,12 @@ def _node(run: list[M.MappingNode], notes: Annotations) -> DisplayNode:
     node = run[0]
     num = notes.of(node)
     if isinstance(node, M.Storage):
-        tensors = [t for n in run for t in n.tensors]  # type: ignore[attr-defined]
+        tensors = _run_tensors(run)
         tiles = [
             n_.tiles[t]
             for n in run
-            if (n_ := notes.of(n)) is not None
-            for t in n.tensors  # type: ignore[attr-defined]
+            if isinstance(n, M.Storage) and (n_ := notes.of(n)) is not None
+            for t in n.tensors
             if t in n_.tiles
         ]
         bits = sum(t.bits for t in tiles)
@@ -301,7 +307,7 @@ def _node(run: list[M.MappingNode], notes: Annotations) -> DisplayNode:
         return out
     if isinstance(node, M.Reservation):
         return DisplayNode("other", f"reserve {', '.join(node.purposes)} in {node.resource}")
-    return DisplayNode("other", node.text or node.type)  # type: ignore[attr-defined]
+    return DisplayNode("other", node.text or node.type)
 
 
 def _range(per_einsum: dict[str, int], sign: str = " ×") -> str:
@@ -348,7 +354,7 @@ def fused_tensors(mapping: M.Mapping, workload, top: str | None) -> list[Fused]:
     node, when it is not in the ``top`` memory, with the loops written above it."""
     out: dict[str, Fused] = {}
 
-    def walk(nodes: list[M.MappingNode], loops: tuple[tuple[str, int], ...]) -> None:
+    def walk(nodes: Sequence[M.MappingNode], loops: tuple[tuple[str, int], ...]) -> None:
         for node in nodes:
             if isinstance(node, M.Split):
                 for child in node.nodes:

@@ -116,7 +116,7 @@ def show_front(points: Sequence, files: Sequence[str] | None = None) -> None:
     print_group(pareto_table(points, files))
 
 
-def annotations(spec: Any, mapping: Mapping | None, workload=None, arch=None) -> Annotations:
+def drawing_notes(spec: Any, mapping: Mapping | None, workload=None, arch=None) -> Annotations:
     """The model's numbers for the drawing of ``mapping`` (none without a spec)."""
     if spec is None or mapping is None:
         return Annotations()

@@ -16,10 +16,10 @@ from .looptree import Annotations, DisplayNode, display_tree
 FORMATS = ("svg", "png", "pdf", "dot", "txt")
 
 
-def label(node: M.MappingNode) -> str:
+def label(node: M.MappingTreeNode) -> str:
     """One-line description of a LoopTree node (without the model's numbers)."""
     tree = display_tree(M.Mapping(nodes=[node]))
-    return tree.children[0].title if tree.children else node.type  # type: ignore[attr-defined]
+    return tree.children[0].title if tree.children else node.type
 
 
 def text_tree(mapping: M.Mapping, notes: Annotations | None = None, tiles: bool = False) -> str:

@@ -5,7 +5,7 @@ SVG) so the report needs no script library and no network."""
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from html import escape
 
 PALETTE = (
@@ -48,7 +48,7 @@ def _log_ticks(low: float, high: float) -> list[float]:
 
 def bar_chart(
     labels: Sequence[str],
-    series: dict[str, Sequence[float]],
+    series: Mapping[str, Sequence[float]],
     fmt: Formatter,
     *,
     axis: str,
@@ -63,31 +63,14 @@ def bar_chart(
     ``stacked``). ``fmt`` writes a value with its unit (axis ticks and tooltips);
     ``limit`` draws a dashed line (a memory's size)."""
     colour = {k: PALETTE[i % len(PALETTE)] for i, k in enumerate(keys or series)}
-    series = {k: list(v) for k, v in series.items() if any(v)} or {"": [0.0] * len(labels)}
+    shown = {k: list(v) for k, v in series.items() if any(v)} or {"": [0.0] * len(labels)}
     side = log or not stacked
     n_lab = max(len(labels), 1)
-    group = max(28.0, 14.0 * len(series)) if side else 34.0
+    group = max(28.0, 14.0 * len(shown)) if side else 34.0
     left, right, top, bottom = 78, 12, 12, 70
     width = int(left + right + n_lab * (group + 14))
     plot_h = height - top - bottom
-    totals = [sum(v[i] for v in series.values()) for i in range(len(labels))]
-    values = [x for v in series.values() for x in v if x > 0]
-    high = max((max(values) if side else max(totals, default=0.0)) if values else 1.0, limit or 0)
-    if log:
-        low = min(values) if values else 1.0
-        ticks = _log_ticks(low, high)
-        lo, hi = math.log10(ticks[0]), math.log10(ticks[-1])
-
-        def y_of(v: float) -> float:
-            if v <= 0:
-                return top + plot_h
-            return top + plot_h * (1 - (math.log10(v) - lo) / (hi - lo))
-    else:
-        ticks = _nice_ticks(high)
-
-        def y_of(v: float) -> float:
-            return top + plot_h * (1 - v / ticks[-1])
-
+    ticks, y_of = _bar_scale(len(labels), shown, side, log, limit, top, plot_h)
     out = [
         f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" width="{width}" '
         f'height="{height}" viewBox="0 0 {width} {height}" role="img">'
@@ -103,28 +86,11 @@ def bar_chart(
         f'<text x="12" y="{top + plot_h / 2:.0f}" class="axis" text-anchor="middle" '
         f'transform="rotate(-90 12 {top + plot_h / 2:.0f})">{escape(axis)}</text>'
     )
-    names = list(series)
+    names = list(shown)
     for i, label in enumerate(labels):
         x0 = left + 7 + i * (group + 14)
-        base = top + plot_h
-        for k, name in enumerate(names):
-            v = series[name][i]
-            color = colour.get(name, PALETTE[k % len(PALETTE)])
-            tip = f"{label} · {name}: {fmt(v)}" if name else f"{label}: {fmt(v)}"
-            if side:
-                w = group / len(names)
-                x, y = x0 + k * w, y_of(v)
-                h = max(base - y, 0)
-            else:
-                w, x = group, x0
-                y = y_of(sum(series[n][i] for n in names[: k + 1]))
-                h = max(base - y, 0)
-                base = y
-            if v > 0:
-                out.append(
-                    f'<rect x="{x:.1f}" y="{y:.1f}" width="{max(w - 1, 1):.1f}" '
-                    f'height="{h:.1f}" fill="{color}"><title>{escape(tip)}</title></rect>'
-                )
+        values = [shown[name][i] for name in names]
+        out += _bars(label, names, values, colour, fmt, x0, group, top + plot_h, side, y_of)
         cx = x0 + group / 2
         out.append(
             f'<text x="{cx:.1f}" y="{top + plot_h + 12}" class="label" text-anchor="end" '
@@ -147,6 +113,97 @@ def bar_chart(
     return f'<div class="chartbox">{"".join(out)}<div class="legend">{legend}</div></div>'
 
 
+def _bar_scale(
+    n_labels: int,
+    shown: Mapping[str, Sequence[float]],
+    side: bool,
+    log: bool,
+    limit: float | None,
+    top: float,
+    plot_h: float,
+) -> tuple[list[float], Callable[[float], float]]:
+    """The value axis of a bar chart: its ticks and the y of a value (log, or linear from
+    0 up to the tallest bar, stack or ``limit``)."""
+    totals = [sum(v[i] for v in shown.values()) for i in range(n_labels)]
+    values = [x for v in shown.values() for x in v if x > 0]
+    high = max((max(values) if side else max(totals, default=0.0)) if values else 1.0, limit or 0)
+    if log:
+        low = min(values) if values else 1.0
+        ticks = _log_ticks(low, high)
+        lo, hi = math.log10(ticks[0]), math.log10(ticks[-1])
+
+        def y_of(v: float) -> float:
+            if v <= 0:
+                return top + plot_h
+            return top + plot_h * (1 - (math.log10(v) - lo) / (hi - lo))
+    else:
+        ticks = _nice_ticks(high)
+
+        def y_of(v: float) -> float:
+            return top + plot_h * (1 - v / ticks[-1])
+
+    return ticks, y_of
+
+
+def _bars(
+    label: str,
+    names: Sequence[str],
+    values: Sequence[float],
+    colour: Mapping[str, str],
+    fmt: Formatter,
+    x0: float,
+    group: float,
+    base: float,
+    side: bool,
+    y_of: Callable[[float], float],
+) -> list[str]:
+    """The bars of one label, one per series: side by side, or stacked up from ``base``."""
+    out = []
+    for k, (name, v) in enumerate(zip(names, values, strict=True)):
+        color = colour.get(name, PALETTE[k % len(PALETTE)])
+        tip = f"{label} · {name}: {fmt(v)}" if name else f"{label}: {fmt(v)}"
+        if side:
+            w = group / len(names)
+            x, y = x0 + k * w, y_of(v)
+            h = max(base - y, 0)
+        else:
+            w, x = group, x0
+            y = y_of(sum(values[: k + 1]))
+            h = max(base - y, 0)
+            base = y
+        if v > 0:
+            out.append(
+                f'<rect x="{x:.1f}" y="{y:.1f}" width="{max(w - 1, 1):.1f}" '
+                f'height="{h:.1f}" fill="{color}"><title>{escape(tip)}</title></rect>'
+            )
+    return out
+
+
+def _scatter_axis(
+    vals: list[float], size: float, flip: bool, log: bool
+) -> tuple[list[float], Callable[[float], float]]:
+    """A scatter axis: its ticks, and the offset of a value along it (``flip``: from the
+    far end, as y grows downwards)."""
+    lo_v, hi_v = min(vals), max(vals)
+    if log and lo_v > 0:
+        ticks = _log_ticks(lo_v, hi_v)
+        lo, hi = math.log10(ticks[0]), math.log10(ticks[-1])
+
+        def pos(v: float) -> float:
+            f = (math.log10(v) - lo) / (hi - lo)
+            return 1 - f if flip else f
+    else:
+        pad = (hi_v - lo_v) * 0.08 or abs(hi_v) * 0.1 or 1.0
+        ticks = _span_ticks(lo_v - pad, hi_v + pad)
+        lo, hi = ticks[0], ticks[-1]
+
+        def pos(v: float) -> float:
+            f = (v - lo) / (hi - lo)
+            return 1 - f if flip else f
+
+    return ticks, lambda v: pos(v) * size
+
+
 def scatter(
     points: Sequence[tuple[float, float]],
     fmt_x: Formatter,
@@ -162,30 +219,9 @@ def scatter(
     """Numbered points (x, y); point ``k`` links to ``#links[k]``."""
     left, right, top, bottom = 84, 16, 12, 44
     xs, ys = [p[0] for p in points], [p[1] for p in points]
-
-    def axis(vals: list[float], size: float, flip: bool) -> tuple[list[float], Callable]:
-        lo_v, hi_v = min(vals), max(vals)
-        if log and lo_v > 0:
-            ticks = _log_ticks(lo_v, hi_v)
-            lo, hi = math.log10(ticks[0]), math.log10(ticks[-1])
-
-            def pos(v: float) -> float:
-                f = (math.log10(v) - lo) / (hi - lo)
-                return 1 - f if flip else f
-        else:
-            pad = (hi_v - lo_v) * 0.08 or abs(hi_v) * 0.1 or 1.0
-            ticks = _span_ticks(lo_v - pad, hi_v + pad)
-            lo, hi = ticks[0], ticks[-1]
-
-            def pos(v: float) -> float:
-                f = (v - lo) / (hi - lo)
-                return 1 - f if flip else f
-
-        return ticks, lambda v: pos(v) * size
-
     plot_w, plot_h = width - left - right, height - top - bottom
-    tx, px = axis(xs, plot_w, False)
-    ty, py = axis(ys, plot_h, True)
+    tx, px = _scatter_axis(xs, plot_w, False, log)
+    ty, py = _scatter_axis(ys, plot_h, True, log)
     out = [
         f'<svg xmlns="http://www.w3.org/2000/svg" class="chart pareto" width="{width}" '
         f'height="{height}" viewBox="0 0 {width} {height}" role="img">'

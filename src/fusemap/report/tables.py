@@ -71,7 +71,7 @@ MAX_RICH_ROWS = 200
 
 
 def table(
-    title: str, columns: Sequence[str], rows: list[Sequence[str]], right: Sequence[str] = ()
+    title: str, columns: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence[str] = ()
 ) -> Table | Text:
     """A table with a title; plain aligned text when it has many rows."""
     if len(rows) <= MAX_RICH_ROWS:
@@ -320,7 +320,7 @@ def pass_tables(analysis: PassAnalysis) -> Group:
             t,
             ", ".join(map(str, v.stages)),
             f"{v.fiber_elements:,}",
-            capacity(v.fiber_bytes * 8),
+            capacity(v.fiber_bytes * 8 if v.fiber_bytes is not None else None),
             f"{v.fibers:,}",
         )
     if not a.live:

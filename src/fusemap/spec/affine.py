@@ -107,11 +107,11 @@ def _linear(node: ast.AST, constants: Mapping[str, float], text: str) -> tuple[d
 
 @dataclass(frozen=True)
 class Constraint:
-    """``lo <= expr <= hi`` (integers; either side may be infinite)."""
+    """``lo <= expr <= hi`` (either side may be infinite; an equality keeps its exact Fraction)."""
 
     expr: Affine
-    lo: float
-    hi: float
+    lo: float | Fraction
+    hi: float | Fraction
 
 
 _OPS = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "=="}

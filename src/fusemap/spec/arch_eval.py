@@ -42,6 +42,8 @@ _SCALARS = (
     "skip_initial_output_write",
 )
 _DIRECTIONS = {"up": "up", "down": "down", "up_and_down": "up_and_down"}
+_KINDS: dict[type, str] = {A.Memory: "memory", A.Toll: "toll", A.Compute: "compute"}
+"""ComponentInfo.kind per arch node class; any other node is a container."""
 
 
 class _ComponentView(ExprObject):
@@ -95,7 +97,8 @@ class ArchEvaluator:
     def __init__(self, spec: Spec, workload: WorkloadInfo):
         spec.require("arch")
         self.spec, self.workload = spec, workload
-        self.arch: A.Arch = spec.arch  # type: ignore[assignment]
+        assert spec.arch is not None
+        self.arch: A.Arch = spec.arch
         self._paths = self._node_paths()
         self._cache: dict[str, dict[str, ComponentInfo]] = {}
         self._locations: dict[tuple, Location] = {}
@@ -225,6 +228,7 @@ class ArchEvaluator:
     def _component(
         self, node: Any, fields: dict, base: Scope, views: Mapping, sets: Mapping, info: EinsumInfo
     ) -> ComponentInfo:
+        """One arch node evaluated for an Einsum; its kind decides which fields it has."""
         name = node.name
         where = self.locate(name)
         scope = base.child(views, fields)
@@ -233,9 +237,7 @@ class ArchEvaluator:
         spatial = [
             self._spatial(node, i, d, set_scope, space, info) for i, d in enumerate(node.spatial)
         ]
-        kind = {A.Memory: "memory", A.Toll: "toll", A.Compute: "compute"}.get(
-            type(node), "container"
-        )
+        kind = _KINDS.get(type(node), "container")
         comp = ComponentInfo(name, kind, node, spatial, location=where)
         if kind == "container":
             comp.area = amount(fields.get("area", node.area), self.locate(name, "area"))
@@ -243,7 +245,6 @@ class ArchEvaluator:
                 fields.get("leak_power", node.leak_power), self.locate(name, "leak_power")
             )
             return comp
-        dummy = node.component_class == "Dummy"
         comp.enabled = bool(fields["enabled"])
         comp.actions_scale = amount(fields["actions_scale"], self.locate(name, "actions_scale"))
         comp.n_parallel_instances = positive(
@@ -251,35 +252,9 @@ class ArchEvaluator:
         )
         comp.fields = fields
         pricing = component_pricing(self.spec, node, kind, fields, scope, self.locate)
-        priced = pricing.component_price() if pricing is not None else None
-        for key in ("area", "leak_power"):
-            value = fields.get(key)
-            if value is None and priced is not None:
-                value = getattr(priced, key)
-                comp.models[key] = priced.model
-            elif value is None:
-                value = 0  # no model: the format's default
-                if dummy:
-                    comp.models[key] = "Dummy"
-            scale = amount(fields[f"{key}_scale"], self.locate(name, f"{key}_scale"))
-            at = self.locate(name, key)
-            setattr(comp, key, amount(value, at) * scale * comp.n_parallel_instances)
+        self._area_and_leak(comp, node, fields, pricing)
         if kind in ("memory", "toll"):
-            keep, may = self._keep(node, set_scope, info)
-            comp.keep, comp.may_keep = keep.items, may.items
-            if node.bits_per_value:
-                found = evaluate_set_keyed_dict(
-                    node.bits_per_value,
-                    scope,
-                    space=space,
-                    location_of_key=lambda k: self.locate(name, "bits_per_value", k),
-                )
-                # A memory stores values: more than 0 bits each. A toll may carry none of a
-                # tensor (0 bits: it costs no action there).
-                check = positive if kind == "memory" else amount
-                comp.bits_per_value = {
-                    t: check(v, self.locate(name, "bits_per_value")) for t, v in found.items()
-                }
+            self._held_tensors(comp, node, scope, set_scope, info)
         if kind == "memory":
             comp.size = number(fields["size"], self.locate(name, "size"), low=0, infinite=True)
         if kind in ("memory", "compute"):
@@ -296,6 +271,56 @@ class ArchEvaluator:
             )
         if kind == "compute":
             comp.operators = self._operators(node, scope)
+        self._latency(comp, node, scope)
+        return comp
+
+    def _area_and_leak(
+        self, comp: ComponentInfo, node: Any, fields: dict, pricing: Pricing | None
+    ) -> None:
+        """Area and leak power, from the spec or else the component model (else 0), scaled
+        and multiplied by the parallel instances."""
+        name = node.name
+        dummy = node.component_class == "Dummy"
+        priced = pricing.component_price() if pricing is not None else None
+        for key in ("area", "leak_power"):
+            value = fields.get(key)
+            if value is None and priced is not None:
+                value = getattr(priced, key)
+                comp.models[key] = priced.model
+            elif value is None:
+                value = 0  # no model: the format's default
+                if dummy:
+                    comp.models[key] = "Dummy"
+            scale = amount(fields[f"{key}_scale"], self.locate(name, f"{key}_scale"))
+            at = self.locate(name, key)
+            setattr(comp, key, amount(value, at) * scale * comp.n_parallel_instances)
+
+    def _held_tensors(
+        self, comp: ComponentInfo, node: Any, scope: Scope, set_scope: Scope, info: EinsumInfo
+    ) -> None:
+        """What a memory or toll keeps (and may keep), and the bits per value of each tensor."""
+        name = node.name
+        space: TensorSet = info.sets["All"]
+        keep, may = self._keep(node, set_scope, info)
+        comp.keep, comp.may_keep = keep.items, may.items
+        if not node.bits_per_value:
+            return
+        found = evaluate_set_keyed_dict(
+            node.bits_per_value,
+            scope,
+            space=space,
+            location_of_key=lambda k: self.locate(name, "bits_per_value", k),
+        )
+        # A memory stores values: more than 0 bits each. A toll may carry none of a
+        # tensor (0 bits: it costs no action there).
+        check = positive if comp.kind == "memory" else amount
+        comp.bits_per_value = {
+            t: check(v, self.locate(name, "bits_per_value")) for t, v in found.items()
+        }
+
+    def _latency(self, comp: ComponentInfo, node: Any, scope: Scope) -> None:
+        """Where the model evaluates the total latency; its text is checked now."""
+        name = node.name
         comp.latency_scope = scope
         comp.latency_location = self.locate(name, "total_latency")
         latency = node.total_latency
@@ -305,7 +330,6 @@ class ArchEvaluator:
                 parse_expression(latency)
             except ExpressionError as err:
                 raise err.located(self.locate(name, "total_latency")) from None
-        return comp
 
     def _action(self, node, i, act, scope, fields, comp_bpa, comp_vpa, space, pricing):
         name = node.name

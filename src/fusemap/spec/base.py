@@ -6,6 +6,7 @@ import difflib
 from typing import Annotated, Any, TypeVar
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError
+from pydantic_core import ErrorDetails
 
 from .errors import Location, SourceMap, SpecError, describe_path
 
@@ -135,7 +136,7 @@ _UNMODELLED = {
 in the reference tool too): a clear error instead of 'unknown node type'."""
 
 
-def _message(err: dict, model: type[BaseModel], loc: tuple) -> tuple[str, bool]:
+def _message(err: ErrorDetails, model: type[BaseModel], loc: tuple) -> tuple[str, bool]:
     """One readable sentence for a pydantic error; flag whether the key itself is named."""
     kind, value = err["type"], err.get("input")
     field = loc[-1] if loc else None

@@ -175,9 +175,9 @@ def sum_phase_out_bits(out_bits: Any, phases: Any) -> float:
 
 def sum_map(function: Any, items: Any) -> Any:
     """``sum(function(x) for x in items)`` for a whitelisted ``function``."""
-    from .safe_functions import _CALLABLE
+    from .safe_functions import is_whitelisted
 
-    if _CALLABLE.get(id(function)) is not function:
+    if not is_whitelisted(function):
         raise ExpressionError("sum_map: the first argument must be a whitelisted function")
     return sum(function(x) for x in _phases(items, "sum_map"))
 

@@ -108,14 +108,23 @@ def _chain(node: ast.AST, kind: type) -> list[ast.AST]:
     return [node]
 
 
+_ASSOCIATIVE: tuple[tuple[type[ast.operator], str], ...] = (
+    (ast.Mult, "multiply"),
+    (ast.Add, "add"),
+)
+"""Operators whose chains ``a op b op c`` are one operation, and its name."""
+_BINARY: tuple[tuple[type[ast.operator], str], ...] = ((ast.Sub, "subtract"), (ast.Div, "divide"))
+"""Operators of exactly two operands, and the operation's name."""
+
+
 def _classify(tree: ast.AST) -> str | None:
     if _is_operand(tree):
         return "copy"
     if isinstance(tree, ast.BinOp):
-        for kind, name in ((ast.Mult, "multiply"), (ast.Add, "add")):
+        for kind, name in _ASSOCIATIVE:
             if isinstance(tree.op, kind):
                 return name if all(map(_is_operand, _chain(tree, kind))) else None
-        for kind, name in ((ast.Sub, "subtract"), (ast.Div, "divide")):
+        for kind, name in _BINARY:
             if isinstance(tree.op, kind) and _is_operand(tree.left) and _is_operand(tree.right):
                 return name
         return None
@@ -127,8 +136,12 @@ def _classify(tree: ast.AST) -> str | None:
             arg = args[0]
             if _is_operand(arg):
                 return "exp_difference"
-            is_sub = isinstance(arg, ast.BinOp) and isinstance(arg.op, ast.Sub)
-            if is_sub and _is_operand(arg.left) and _is_operand(arg.right):  # type: ignore[attr-defined]
+            if (
+                isinstance(arg, ast.BinOp)
+                and isinstance(arg.op, ast.Sub)
+                and _is_operand(arg.left)
+                and _is_operand(arg.right)
+            ):
                 return "exp_difference"
             return None
         if name == "max" and len(args) < 2:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 Path_ = tuple[str | int, ...]
 """A path into the combined spec data, e.g. ``("arch", "nodes", 1, "size")``."""
@@ -115,11 +116,12 @@ def describe_path(path: Sequence[str | int], data: object = None) -> str:
     ``arch`` and of ``einsums`` lists under ``workload`` lend their names (a mapping
     node's ``name`` is a fanout dimension, an action's name is not unique).
     """
-    start, parts, node = 0, [], data
+    start, parts = 0, []
+    node: Any = data  # any nested data: a step that does not fit gives None
     section = path[0] if path else None
     for i, step in enumerate(path):
         try:
-            node = node[step]  # type: ignore[index]
+            node = node[step]
         except (KeyError, IndexError, TypeError):
             node = None
         name = node.get("name") if isinstance(node, dict) else None

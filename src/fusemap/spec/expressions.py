@@ -23,7 +23,6 @@ from fusemap.spec import limits
 from fusemap.spec.errors import ExpressionError, Location, UnknownNameError
 from fusemap.spec.safe_functions import (
     _BUILTINS,
-    _CALLABLE,
     CONSTANTS,  # noqa: F401  (re-exported)
     FUNCTIONS,
     MAX_DEPTH,
@@ -39,6 +38,7 @@ from fusemap.spec.safe_functions import (
     _safe_pow,
     _size,
     _too_large,
+    is_whitelisted,
     max_size,
 )
 from fusemap.spec.values import QuotedStr
@@ -290,8 +290,11 @@ class _Interpreter:
         return env[node.id] if node.id in env else self.scope.lookup(node.id)
 
     def _Dict(self, node: ast.Dict, env: dict[str, Any]) -> Any:
-        pairs = zip(node.keys, node.values, strict=True)
-        result = {self.visit(k, env): self.visit(v, env) for k, v in pairs}  # type: ignore[arg-type]
+        result = {}
+        for k, v in zip(node.keys, node.values, strict=True):
+            assert k is not None  # parse_expression refuses ``**`` in a dict
+            key = self.visit(k, env)  # the key first, as a dict display does
+            result[key] = self.visit(v, env)
         if _size(result) > max_size():
             raise _too_large("dict")
         return result
@@ -352,7 +355,7 @@ class _Interpreter:
         else:
             name = ast.unparse(func)
             fn = self.visit(func, env)
-        if _CALLABLE.get(id(fn)) is not fn:
+        if not is_whitelisted(fn):
             raise ExpressionError(
                 f"'{name}' is not a function that can be called (only whitelisted functions are)"
             )
@@ -362,7 +365,7 @@ class _Interpreter:
 
     def _arguments(self, node: ast.Call, env: dict[str, Any]) -> tuple[list, dict]:
         args = [self.visit(a, env) for a in node.args]
-        return args, {k.arg: self.visit(k.value, env) for k in node.keywords}  # type: ignore[misc]
+        return args, {k.arg: self.visit(k.value, env) for k in node.keywords}
 
     def _Attribute(self, node: ast.Attribute, env: dict[str, Any]) -> Any:
         value = self.visit(node.value, env)
@@ -417,7 +420,8 @@ class _Interpreter:
             env[target.id] = value
             return
         values = list(value)
-        elts = target.elts  # type: ignore[attr-defined]
+        assert isinstance(target, ast.Tuple | ast.List)  # _targets() allows nothing else
+        elts = target.elts
         if len(values) != len(elts):
             raise ExpressionError(
                 f"cannot unpack {len(values)} values into {len(elts)} in '{self.text}'"

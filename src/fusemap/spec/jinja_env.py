@@ -14,7 +14,7 @@ import os
 import re
 import secrets
 from bisect import bisect_right
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -218,6 +218,7 @@ class TemplateHost:
         def setenv(*args: Any, **kwargs: Any) -> str:
             raise SpecError("setenv is not allowed: a spec may not change the environment")
 
+        functions: tuple[Callable[..., Any], ...]
         functions = (include, include_all, include_text, add_to_path, find_path, find_paths)
         functions += (path_exists, cwd, setenv)
         return {f.__name__: safe(f) for f in functions}

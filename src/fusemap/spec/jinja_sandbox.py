@@ -145,7 +145,11 @@ class SpecEnvironment(ImmutableSandboxedEnvironment):
             for name, fn in self.filters.items()
             if name != "random"  # not deterministic
         }
-        self.tests = {name: guarded_filter(self, name, fn) for name, fn in self.tests.items()}
+        # jinja2 types its default tests as dict[str, function], which is no Callable to mypy.
+        self.tests = {
+            name: guarded_filter(self, name, fn)  # type: ignore[arg-type]
+            for name, fn in self.tests.items()
+        }
         self.fusemap_literal = safe(as_function(self._literal))
         self.fusemap_iter = safe(as_function(self._iterate))
         self.fusemap_concat = safe(as_function(self._concat))
@@ -283,7 +287,7 @@ class SpecEnvironment(ImmutableSandboxedEnvironment):
                 if name == "format_map":
                     if kwargs or len(args) != 1:
                         raise TypeError("format_map() takes exactly one argument")
-                    args, kwargs = (), args[0]
+                    return formatter.vformat(text, (), args[0])
                 return formatter.vformat(text, args, kwargs)
 
             return format_string
@@ -333,7 +337,7 @@ class SpecEnvironment(ImmutableSandboxedEnvironment):
     def instrument(self, tree: nodes.Template) -> nodes.Template:
         """Rewrite a parsed template so its loops, joins and literals report to us."""
 
-        def attr(name: str, args: list[nodes.Expr], lineno: int) -> nodes.Call:
+        def attr(name: str, args: list[nodes.Node], lineno: int) -> nodes.Call:
             fn = nodes.EnvironmentAttribute(name, lineno=lineno)
             return nodes.Call(fn, args, [], None, None, lineno=lineno)
 

@@ -67,7 +67,7 @@ def current() -> Limits:
     return _current
 
 
-def configure(**values: float) -> Limits:
+def configure(**values: float | str) -> Limits:
     """Set limits by name (the others keep their values); returns the limits in force."""
     names = {f.name: f for f in dataclasses.fields(Limits)}
     for name, value in values.items():

@@ -94,7 +94,8 @@ def load_files(
 ) -> LoadedSpec:
     """Render, parse and combine spec files; the first file defining a top-level key wins."""
     session = _Session(dict(variables or {}))
-    combined, owner, sources = _Map(), {}, SourceMap()
+    combined, sources = _Map(), SourceMap()
+    owner: dict[str, str] = {}  # top-level key -> the file that gave it
     try:
         for file in expand_paths(paths):
             tree = session.load(file, session.variables, top=True)
@@ -234,6 +235,7 @@ class _Converter:
         try:
             if isinstance(node, MappingNode):
                 return self.mapping(node, tag)
+            assert isinstance(node, SequenceNode)  # ruamel's third kind of node
             return self.sequence(node, tag)
         finally:
             self.active.discard(id(node))
@@ -350,8 +352,8 @@ class _Converter:
             at = ".".join(keys[:depth]) or "the top level"
             if isinstance(node, _Map) and key in node.items:
                 node = node.items[key]
-            elif isinstance(node, _Seq) and _index(key, len(node.items)) is not None:
-                node = node.items[_index(key, len(node.items))]
+            elif isinstance(node, _Seq) and (index := _index(key, len(node.items))) is not None:
+                node = node.items[index]
             else:
                 if isinstance(node, _Map):
                     hint = f"keys there: {', '.join(node.items) or '(none)'}"

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import io
 import re
-from collections.abc import Iterator
-from typing import Annotated, Any, Literal, Union
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
 
 from pydantic import Discriminator, Field, Tag, field_validator, model_validator
 
@@ -21,6 +21,11 @@ class MappingNode(SpecModel):
 
     text: str | None = None
     """Overrides the label drawn for this node."""
+
+    if TYPE_CHECKING:
+        # Every concrete node declares its YAML tag as a Literal field (pydantic's
+        # discriminator); declared here for the type checker only, so it is no field.
+        type: str
 
 
 @register
@@ -136,7 +141,7 @@ class Branching(MappingNode):
 class Nested(Branching):
     """A chain of nodes; only the last may have children."""
 
-    type: Literal["Nested"] = "Nested"
+    type: Literal["Nested", "Mapping"] = "Nested"
 
     @model_validator(mode="after")
     def _chain(self) -> Nested:
@@ -213,7 +218,7 @@ class Mapping(Nested):
         """One root-to-Compute chain per branch, splits removed, in order."""
         out: list[list[MappingNode]] = []
 
-        def go(prefix: list[MappingNode], nodes: list[MappingNode]) -> None:
+        def go(prefix: list[MappingNode], nodes: Sequence[MappingNode]) -> None:
             chain = list(prefix)
             for node in nodes:
                 if isinstance(node, Split):
@@ -239,7 +244,7 @@ class Mapping(Nested):
 
 
 def _node_data(node: MappingNode) -> dict[str, Any]:
-    data: dict[str, Any] = {"type": node.type}  # type: ignore[attr-defined]
+    data: dict[str, Any] = {"type": node.type}
     for name in type(node).model_fields:
         if name in ("type", "nodes"):
             continue

@@ -11,7 +11,7 @@ import re
 from collections import ChainMap
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, partial
 from typing import Any
 
 from .affine import Affine, Constraint, box_bounds, parse_affine, parse_constraints
@@ -180,7 +180,7 @@ def resolve_workload(spec: Spec) -> WorkloadInfo:
         own = evaluate_fields(
             e.rank_sizes,
             base.child(sizes),
-            locate=lambda r, i=i: spec.locate_einsum(i, "rank_sizes", r),
+            locate=partial(spec.locate_einsum, i, "rank_sizes"),
         )
         for r, v in own.items():
             local[r] = _number(v, r, spec.locate_einsum(i, "rank_sizes", r), **_RANK_SIZE)
@@ -266,7 +266,7 @@ def _affine(text: Any, consts: Mapping[str, Any], where: Location) -> Affine:
 def _einsum_bounds(
     e: Einsum,
     proj: dict[str, dict[str, Affine]],
-    sizes: dict[str, float],
+    sizes: Mapping[str, float],
     shapes: Mapping[str, str],
     variables: Mapping[str, Any],
     where: Location,

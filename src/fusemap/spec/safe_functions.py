@@ -249,3 +249,8 @@ CONSTANTS: dict[str, Any] = {
 
 _BUILTINS: dict[str, Any] = {**FUNCTIONS, **CONSTANTS}
 _CALLABLE: dict[int, Callable[..., Any]] = {id(f): f for f in FUNCTIONS.values()}
+
+
+def is_whitelisted(value: object) -> bool:
+    """Whether ``value`` is one of the functions expressions may call (by identity)."""
+    return _CALLABLE.get(id(value)) is value

@@ -186,8 +186,8 @@ def evaluate_set_expression(
                 raise _unknown(name, space, kind)
         return TensorSet(names, space.items, kind, space.facts)
     except UnknownNameError as exc:
-        exc = _unknown_in_set(exc, scope, kind)
-        raise (exc.located(location) if location is not None else exc) from None
+        err = _unknown_in_set(exc, scope, kind)
+        raise (err.located(location) if location is not None else err) from None
     except ExpressionError as exc:
         raise (exc.located(location) if location is not None else exc) from None
 

@@ -42,7 +42,7 @@ class MapperOptions(SpecModel):
 
     metrics: list[str] | str | None = None
     """Objectives."""
-    model_config = {"extra": "allow"}  # type: ignore[assignment]
+    model_config = {"extra": "allow"}
 
 
 class Spec(SpecModel):
@@ -190,7 +190,10 @@ def load_spec(
     limits.reset_budget()  # a new spec: a new budget for its expressions
     flat: list[str | Path] = []
     for p in paths:
-        flat.extend(p if isinstance(p, (list, tuple)) else [p])  # type: ignore[arg-type]
+        if isinstance(p, str | Path):
+            flat.append(p)
+        else:
+            flat.extend(p)
     loaded = load_files(flat, dict(variables or {}))
     if not allow_unused:
         check_variables_used(variables or {}, loaded.referenced)

@@ -81,6 +81,7 @@ def compose(text: str, session: Any) -> Node | None:
     the render clock (``env.tick``)."""
     yaml = YAML(typ="rt")
     yaml.Composer = BoundedComposer
+    # Our own attribute on ruamel's YAML object: the composer reaches it as its loader.
     yaml.fusemap_session = session  # type: ignore[attr-defined]
     return yaml.compose(TickingText(text, session.env.tick))
 

@@ -84,7 +84,7 @@ def _by_step(start: float, stop: float, step: float, locate: Locate) -> list[Any
         raise SpecError(f"step {step:g} never goes from {start:g} to {stop:g}", locate("step"))
     exact = _integers(start, stop, step)
     n = (
-        (stop - start) // step + 1
+        int((stop - start) // step) + 1  # all ints: int() only tells the type checker
         if exact
         else math.floor((stop - start) / step * (1 + 1e-12) + 1e-9) + 1
     )

@@ -90,8 +90,11 @@ def run_sweep(
         records: dict[int, PointRecord] = {}
         todo = _reuse(points, store, records, retry_failed)
         reused = len(records)
-        for p in [p for p in todo if p.error is not None]:  # unloadable: no worker needed
-            records[p.index] = _record(store, error_record(p, plan.objective, plan.mode, p.error))
+        for p in todo:
+            if p.error is not None:  # unloadable: no worker needed
+                records[p.index] = _record(
+                    store, error_record(p, plan.objective, plan.mode, p.error)
+                )
         todo = [p for p in todo if p.error is None]
         if reused:
             say(f"{reused} of {len(points)} points finished earlier (in {store.points}); "
