@@ -96,8 +96,8 @@ def test_fronts_are_dropped_after_their_last_template(seed, tmp_path, monkeypatc
     caches = []
     real_init = suffix.FrontCache.__init__
 
-    def spy(self, tilers, store=None):
-        real_init(self, tilers, store)
+    def spy(self, store=None):
+        real_init(self, store)
         caches.append(self)
 
     monkeypatch.setattr(suffix.FrontCache, "__init__", spy)

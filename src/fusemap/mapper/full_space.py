@@ -48,7 +48,7 @@ from .deferred_hosting import base_key, merge_tables, renamed_table
 from .pmappings.generate import PmappingTable, empty_table, generate_pmappings, template_key
 from .space.prefix import marked
 from .space.templates import MapperConfig, Template, fused_positions, templates, top_level
-from .tiling.suffix import FrontStore
+from .tiling.fronts import FrontStore
 from .workers import in_worker, run_tasks
 
 GAIN = 1e-9

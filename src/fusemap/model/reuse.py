@@ -77,7 +77,7 @@ class TileCounter:
     def __init__(self, chain: Chain, steps: list, one_mode: frozenset[int]):
         self.bounds = chain.einsum.bounds
         self.dists: list[dict[str, Dist]] = []
-        current = {v: ((b, 1),) for v, b in self.bounds.items()}
+        current: dict[str, Dist] = {v: ((b, 1),) for v, b in self.bounds.items()}
         for s in steps:
             self.dists.append(current)
             if isinstance(s, LoopStep):
@@ -181,10 +181,7 @@ def count_tensor(
     partial sums, so its first fills are skipped too; without a reduction network
     (``may_reuse``) their partial sums all land in the parent as writes.
     """
-    info = chain.einsum
     steps = linearize(chain, tensor)
-    is_output = tensor in info.outputs
-    copy_output = info.is_copy and is_output
     skip_output = skip_output or {}
     directions = directions or {}
     holders = [
@@ -196,16 +193,60 @@ def count_tensor(
     # them (a CiM macro's row drivers and ADCs), so the top holder fills through them.
     top = holders[0][0] if holders else len(steps)
     entry = [s for s in steps[:top] if isinstance(s, HolderStep) and s.toll]
+    flows = _holder_flows(chain, steps, holders, tensor, may_reuse, one_mode, skip_output, entry)
+    fills, backs, skips, ratios = flows
+    traffic = TensorTraffic(tensor)
+    for toll in entry:  # what the top holder fetches from, and sends out of, the arch
+        _charge_toll(traffic, toll, directions, fills[0] - skips[0], backs[0])
+    for k, (i, s) in enumerate(holders):
+        if isinstance(s, ComputeStep):
+            break
+        child = k + 1
+        own = ratios[k]  # this holder's own fills / write-backs, all instances
+        # What this holder sends down: the child's fills, less the initial values it
+        # skips, unless this holder serves initial values (its own flag is off).
+        sent = parent_reads(fills[child], skips[child], skip_output.get(s.component, True))
+        traffic.add(
+            "write",
+            s.component,
+            holder_writes(fills[k], skips[k], own) + parent_writes(backs[child]),
+        )
+        traffic.add("read", s.component, holder_reads(backs[k], own) + sent)
+        # Tolls between this holder and its child charge what crosses them.
+        for j in range(i + 1, holders[child][0]):
+            step = steps[j]
+            if isinstance(step, HolderStep) and step.toll:
+                _charge_toll(traffic, step, directions, sent, backs[child])
+    return traffic
+
+
+def _holder_flows(
+    chain: Chain,
+    steps: list,
+    holders: list,
+    tensor: str,
+    may_reuse: dict[tuple[str, str], frozenset[str]],
+    one_mode: frozenset[int],
+    skip_output: dict[str, bool],
+    entry: list,
+) -> tuple[list[float], list[float], list[float], list[float]]:
+    """Parent-directed traffic of each holder (and the compute leaf): the values it
+    receives (fills), writes back, and skips of its first reads; and its ratio. Under a
+    multicast / reduction loop the parent sends (receives) one copy, but every instance
+    of the holder still writes (reads) its own: the ratio holds that factor."""
+    info = chain.einsum
+    is_output = tensor in info.outputs
+    copy_output = info.is_copy and is_output
     counter = tile_counter(chain, steps, one_mode)
     multicasts = [
         _multicast_loops(steps, i, holders, k, tensor, info, may_reuse)
         for k, (i, _) in enumerate(holders)
     ]
     shared = frozenset().union(*multicasts)
-    # Parent-directed traffic of each holder (fills, write-backs, skipped first reads).
-    # Under a multicast / reduction loop the parent sends (receives) one copy, but every
-    # instance of the holder still writes (reads) its own: ``ratios`` holds that factor.
-    fills, backs, skips, ratios = [], [], [], []
+    fills: list[float] = []
+    backs: list[float] = []
+    skips: list[float] = []
+    ratios: list[float] = []
     above = 1.0  # instances of the reduction loops above the current holder's parent
     for k, (i, s) in enumerate(holders):
         backing = k == 0 and isinstance(s, HolderStep) and not entry
@@ -240,29 +281,7 @@ def count_tensor(
         backs.append(amount if is_output else 0.0)
         skip = skips_first_reads(is_output, skip_output.get(s.component, True))
         skips.append(first if skip else 0.0)
-    traffic = TensorTraffic(tensor)
-    for toll in entry:  # what the top holder fetches from, and sends out of, the arch
-        _charge_toll(traffic, toll, directions, fills[0] - skips[0], backs[0])
-    for k, (i, s) in enumerate(holders):
-        if isinstance(s, ComputeStep):
-            break
-        child = k + 1
-        own = ratios[k]  # this holder's own fills / write-backs, all instances
-        # What this holder sends down: the child's fills, less the initial values it
-        # skips, unless this holder serves initial values (its own flag is off).
-        sent = parent_reads(fills[child], skips[child], skip_output.get(s.component, True))
-        traffic.add(
-            "write",
-            s.component,
-            holder_writes(fills[k], skips[k], own) + parent_writes(backs[child]),
-        )
-        traffic.add("read", s.component, holder_reads(backs[k], own) + sent)
-        # Tolls between this holder and its child charge what crosses them.
-        for j in range(i + 1, holders[child][0]):
-            toll = steps[j]
-            if isinstance(toll, HolderStep) and toll.toll:
-                _charge_toll(traffic, toll, directions, sent, backs[child])
-    return traffic
+    return fills, backs, skips, ratios
 
 
 def _charge_toll(

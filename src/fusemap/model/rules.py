@@ -3,7 +3,8 @@
 count terms (:mod:`fusemap.mapper.tiling.terms`, :mod:`fusemap.mapper.tiling.uneven`)
 both call these.
 
-The traffic rules are plain arithmetic on their arguments, so they work on numbers
+The traffic rules are plain arithmetic on their arguments (typed ``Any``: a count is a
+number, a numpy array or the mapper's per-basis coefficients), so they work on numbers
 (the model), on numpy arrays (one value per tile shape) and on the mapper's
 :class:`~fusemap.mapper.tiling.terms.Counts` (coefficients of the fill and first-visit
 bases, which the mapper keeps apart). README, "Counting rules", lists each rule with the
@@ -13,10 +14,7 @@ model function, the mapper function and the test that checks it.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, TypeVar
-
-Q = TypeVar("Q")
-"""A count: a number, a numpy array, or the mapper's per-basis coefficients."""
+from typing import Any
 
 Projection = Sequence[Sequence[tuple[str, int]]]
 """Per rank of a tensor: (rank variable, |coefficient|) of its projection."""
@@ -61,28 +59,28 @@ def skips_first_reads(is_output: bool, skip_flag: bool, copied_output: bool = Fa
     return is_output and skip_flag and not copied_output
 
 
-def holder_writes(fills: Q, skipped: Q, ratio: Any) -> Q:
+def holder_writes(fills: Any, skipped: Any, ratio: Any) -> Any:
     """Writes into a holder's component of its own copies: its fills less the initial
     values it skips, once per instance under a multicast (``ratio``: its instances' own
     copies per shared transfer)."""
-    return (fills - skipped) * ratio  # type: ignore[operator]
+    return (fills - skipped) * ratio
 
 
-def holder_reads(backs: Q, ratio: Any) -> Q:
+def holder_reads(backs: Any, ratio: Any) -> Any:
     """Reads at a holder's component of what it writes back (outputs), per instance."""
-    return backs * ratio  # type: ignore[operator]
+    return backs * ratio
 
 
-def parent_writes(backs: Q) -> Q:
+def parent_writes(backs: Any) -> Any:
     """Writes into the parent's component: what the holder writes back (one copy under
     a reduction)."""
     return backs
 
 
-def parent_reads(fills: Q, skipped: Q, parent_skips: bool) -> Q:
+def parent_reads(fills: Any, skipped: Any, parent_skips: bool) -> Any:
     """Reads at the parent's component: the holder's fills, less the initial values the
     holder skips unless the parent serves them anyway (its own flag is off)."""
-    return fills - skipped if parent_skips else fills - 0.0 * skipped  # type: ignore[operator]
+    return fills - skipped if parent_skips else fills - 0.0 * skipped
 
 
 def lowered_past(kinds: Sequence[str]) -> int:

@@ -32,10 +32,10 @@ from ..space.templates import (
     top_level,
     top_memory,
 )
+from ..tiling.fronts import FrontStore
 from ..tiling.gap_orders import OrderCounter, ordered_as_prefix, with_gap_orders
 from ..tiling.result import TemplateResult, renamed_result
 from ..tiling.search import TilingCounts, tile_held_variants_last
-from ..tiling.suffix import FrontStore
 from ..tiling.tiler import TemplateTiler
 from ..tiling.uneven import spatial_tiles
 from .fused_rows import fused_criteria, pruned_before_orders, stacked_buckets

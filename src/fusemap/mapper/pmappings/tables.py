@@ -15,7 +15,7 @@ from ..deferred_hosting import DeferredHosting
 from ..space.plan import FusionPlan
 from ..space.prefix import marked
 from ..space.templates import MapperConfig, config_from_spec
-from ..tiling.suffix import FrontStore
+from ..tiling.fronts import FrontStore
 from ..workers import in_worker, spread
 from .generate import PmappingTable, generate_pmappings
 from .signature import einsum_signature, tensor_renaming, variable_renaming

@@ -204,6 +204,8 @@ def _gap_options(
             out.append(_Option(order, False, ()))
             continue
         bits = _bits(res, ctx, h, here, mids, passed)
+        assert bits0 is not None  # lowered: the order changed what it passes
+        delta: tuple
         if h.component in ctx.by_depth:
             old = min(depth_top + len(base), ctx.depths - 1)
             new = min(depth_top + len(passed), ctx.depths - 1)

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...model.costs import component_latency
+from ...model.costs import component_latency, gated_fraction, total_leak_power
 from ...model.operators import operator_actions
 from ...spec.arch_eval import ComponentInfo, FlatArch
 from ...spec.resolve import EinsumInfo
 from ..space.templates import Template
 from .columns import OPERATIONS, Column, ColumnLayout, Kind
 from .result import TemplateResult
+from .terms import memoized
 
 
 class TemplateLatency:
@@ -104,3 +105,19 @@ class TemplateLatency:
         for s in self.template.spatial:
             ops /= s.trips
         return ops
+
+
+def template_leak(flat: FlatArch, template: Template, memo: dict) -> float:
+    """Leakage power on the path, each component gated by what the spatial loops use."""
+    used: dict[tuple[str, str], int] = {}
+    for s in template.spatial:
+        key = (s.component, s.dimension)
+        used[key] = used.get(key, 1) * s.trips
+    return memoized(
+        memo,
+        ("leak", template.compute, tuple(sorted(used.items()))),
+        lambda: sum(
+            total_leak_power(flat, lv) * gated_fraction(flat, lv, used)
+            for lv in range(len(flat.path))
+        ),
+    )

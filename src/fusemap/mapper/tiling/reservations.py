@@ -21,6 +21,7 @@ from ...spec.arch_eval import ComponentInfo
 from ...spec.resolve import EinsumInfo
 from ..space.templates import Holder, Template
 from .columns import ColumnLayout, Kind
+from .gap_orders import GapContext
 from .terms import box_array, memoized, reservation_sizes
 
 Sizes = dict[str, np.ndarray]
@@ -81,6 +82,47 @@ class Reservations:
             total += crit[:, cols[0] : cols[-1] + 1].sum(axis=1)
             total += crit[:, self.shared[memory]]
         return total
+
+    def gap_context(self) -> GapContext:
+        """What the loop orders of the template's prefix gaps depend on
+        (:mod:`fusemap.mapper.tiling.gap_orders`): these reservations."""
+        return GapContext(
+            self.p_max,
+            frozenset(self.columns),
+            frozenset(c for c in self.at_depth if c in self.columns),
+            self.depths,
+            dict(self.capacity),
+            self.holder_bits,
+        )
+
+    def totals(self, crit: np.ndarray) -> dict[str, np.ndarray]:
+        """What complete rows reserve in each tracked memory."""
+        return {c: self.total(crit, c) for c in self.columns}
+
+    def buckets(self, crit: np.ndarray) -> dict[str, np.ndarray]:
+        """Per tracked memory the join shares, complete rows' reservations by loop depth
+        (then the private ones below the deepest fused node): the join adds its
+        neighbours' at each depth."""
+        return {
+            c: np.concatenate([crit[:, cols], crit[:, [self.columns[c]]]], axis=1)
+            for c, cols in self.at_depth.items()
+            if c in self.columns
+        }
+
+    def written(self, template: Template) -> set[int]:
+        """The reservation columns the template's rows may write: each tracked memory's,
+        the per-depth ones of a shared memory holding a private node among the fused
+        loops, and its shared one if it holds a fused node."""
+        written = set(self.columns.values())
+        for c, cols in self.at_depth.items():
+            if any(
+                j < self.p_max and h.component == c and j not in self.fused_pos
+                for j, h in enumerate(template.holders)
+            ):
+                written.update(int(k) for k in cols)
+            if any(template.holders[p].component == c for p in self.fused_pos):
+                written.add(self.shared[c])
+        return written
 
     def fits(self, crit: np.ndarray) -> np.ndarray:
         """Rows within every tracked capacity."""

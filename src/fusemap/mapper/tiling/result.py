@@ -7,6 +7,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from ..space.templates import Holder, SpatialLoop, Template
+from .columns import Column
 
 
 @dataclass
@@ -22,9 +23,10 @@ class TemplateResult:
     stage_parents: list[np.ndarray]  # per stage > 0: row of the stage above
     variables: list[str] = field(default_factory=list)  # column order of the size arrays
     relevance: dict[str, dict[str, str]] = field(default_factory=dict)  # tensor -> var -> kind
-    latency_counts: dict[str, np.ndarray] = field(default_factory=dict)
-    """Per-instance calls behind the latency: ``lat:C`` (sum of calls / throughput of
-    component C) or ``calls:C:action`` (when C has its own ``total_latency``)."""
+    latency_counts: dict[Column, np.ndarray] = field(default_factory=dict)
+    """Per-instance counts behind the latency, by column: sums of calls / throughput of a
+    component, calls of one action (a component with its own ``total_latency``), or the
+    busiest instance's operations (:class:`~.columns.Column`)."""
     seq: np.ndarray | None = None
     """Fusion: per row, the interned fused prefix (loops and fused backing nodes)."""
     buckets: dict[str, np.ndarray] = field(default_factory=dict)

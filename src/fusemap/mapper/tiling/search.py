@@ -8,11 +8,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import uneven_suffix
+from .fronts import FrontStore
 from .rest_bound import within_ceilings
 from .result import TemplateResult
 from .stage import Stage
-from .suffix import FrontCache, FrontStore, SuffixSearch, stages_below_fused_node
+from .suffix import SuffixSearch, front_cache, stages_below_fused_node
 from .tiler import TemplateTiler
+from .uneven import UnevenCounts
 
 
 @dataclass
@@ -39,154 +41,183 @@ def tile_templates(
     order of the lower storage nodes) see the same partial tile shapes down to ``j``, so
     the search forks there instead of starting again. Results come in input order.
     """
-    out: list[TemplateResult | None] = [None] * len(tilers)
-    fronts = FrontCache(tilers, store)  # bottom-up fronts of template suffixes, shared
-    # Branch and bound over templates that fuse nothing (energy objective): only their
-    # least energy matters, so rows that cannot beat the best one finished are dropped.
-    # One bound per amount held beside them (each is another capacity).
-    best: dict[tuple, float] = {}
-    # Relaxed tilers (twins of templates searched with them): only their rows under the
-    # least energy of the others matter (full_space.py), which only falls as they finish.
-    least = [np.inf]
-    # A front row dearer than the loosest ceiling of the templates that meet fronts is
-    # of no use: the nodes above only add energy (fronts record up to where they are
-    # complete, for the next table of their kind).
-    users = [t for t in tilers if SuffixSearch.applies(t)]
-    fronts.ceiling = _front_ceiling(users, np.inf)
-
-    def finished(i: int, result: TemplateResult, search: bool = True) -> None:
-        out[i] = result
-        fronts.done(i)
-        if search and store is not None and tilers[i].alone and not tilers[i].held_key:
-            store.put_result(tilers[i], result)
-        if not tilers[i].relaxed and result.rows and result.energy.min() < least[0]:
-            least[0] = float(result.energy.min())
-            fronts.ceiling = _front_ceiling(users, least[0])  # only when the least falls
-        if tilers[i].alone and result.rows:
-            key = tilers[i].held_key
-            best[key] = min(best.get(key, np.inf), float(result.energy.min()))
-        if progress:
-            progress(1)
-
-    floors: dict[int, float] = {}
-
-    def below_floor(i: int, j: int) -> tuple[float, int]:
-        """Least energy the nodes from the fused node down add to a row of self-bounded
-        tiler ``i`` after stage ``j`` (its fused node's bottom-up front, built now
-        instead of when met: those nodes' energy is the front row's), and the position
-        of the first node it counts; (0, the compute leaf's) if not known."""
-        t = tilers[i]
-        if not t.bounded_by_least or t.relaxed or j >= t.p_max or not SuffixSearch.applies(t):
-            return 0.0, len(t.t.holders)
-        if i not in floors:
-            crit = SuffixSearch(t, fronts).front(t.p_max).crit
-            floors[i] = float(crit[:, 0].min()) if len(crit) else np.inf
-        return floors[i], t.p_max
-
-    def ceilings(members: list[int], j: int) -> list[tuple[TemplateTiler, float, int]]:
-        """Per member of a stage after node ``j``: (tiler, most energy so far a row may
-        have, first node position not yet counted in that)."""
-        out = []
-        for i in members:
-            floor, stop = below_floor(i, j)
-            out.append((tilers[i], _ceiling(best, [tilers[i]], least[0]) - floor, stop))
-        return out
-
-    def descend(group: list[int], j: int, stages: list[Stage]) -> None:
-        first = tilers[group[0]]
-        if j == len(first.t.holders):
-            for i in group:  # identical prefixes all the way down: one template each
-                finished(i, tilers[i].finish(_own(tilers[i], stages)))
-            return
-        rest = []
-        shared: dict[tuple, list[Stage]] = {}  # suffixes of templates searched together
-        sharing: dict[tuple, list[TemplateTiler]] = {}  # their templates
-        for i in group:
-            if tilers[i].p_max == j and share_keys[i] is not None:
-                sharing.setdefault(share_keys[i], []).append(tilers[i])
-        for i in group:  # fused templates whose suffix is searched bottom-up end here
-            tiler = tilers[i]
-            below = None
-            if tiler.p_max == j and SuffixSearch.applies(tiler):
-                below = stages_below_fused_node
-            elif tiler.p_max == j and uneven_suffix.applies(tiler):
-                below = uneven_suffix.stages_below_fused_node
-            if below is not None:
-                key = share_keys[i]
-                more = shared.get(key) if key is not None else None
-                if more is None:
-                    prev = stages[-1] if stages else None
-                    # The loosest ceiling of the templates sharing the result.
-                    users = [tiler] if key is None else sharing[key]
-                    ceiling = max(_ceiling(best, [t], least[0]) for t in users)
-                    more = below(tiler, prev, fronts, ceiling)
-                    if key is not None:
-                        shared[key] = more
-                    if counts is not None:
-                        counts.stages += 1
-                        counts.evaluated += more[0].evaluated
-                        counts.valid += more[0].valid
-                finished(i, tiler.finish(_own(tiler, stages + more)))
-            else:
-                rest.append(i)
-        group = rest
-        forks: dict[tuple, list[int]] = {}
-        for i in group:
-            forks.setdefault(tilers[i].stage_key(j), []).append(i)
-        for members in forks.values():
-            tiler = tilers[members[0]]
-            bounds = ceilings(members, j)
-            ceiling = max(c for _, c, _ in bounds)
-            st = tiler.stage(j, stages[-1] if stages else None, ceiling)
-            if counts is not None:
-                counts.stages += 1
-                counts.evaluated += st.evaluated
-                counts.valid += st.valid
-            if np.isfinite(ceiling):  # the nodes below each member add at least so much
-                st = st.take(within_ceilings(st, j, bounds))
-            if len(st.crit) == 0:
-                for i in members:
-                    finished(i, tilers[i].finish(stages + [st]))
-                continue
-            descend(members, j + 1, stages + [st])
-
+    search = _SharedSearch(tilers, counts, progress, store)
     by_unit: dict[str, list[int]] = {}
-    _share_trips([t for t in tilers if t.uneven is not None])
-    share_keys = [t.share_key() for t in tilers]  # fixed once the trips are shared
     for i, t in enumerate(tilers):
         # Templates that fuse nothing and hold nothing, searched by an earlier table of
         # an Einsum equal up to names: that search's rows (they also bound the rest).
         kept = store.result(t) if store is not None and t.alone and not t.held_key else None
         if kept is not None:
-            finished(i, kept, search=False)
+            search.finished(i, kept, search=False)
         else:
             by_unit.setdefault(t.t.compute, []).append(i)
     for members in by_unit.values():
-        descend(members, 0, [])
+        search.descend(members, 0, [])
     bounded = [t.least_slack for t in tilers if t.bounded_by_least and not t.relaxed]
     if counts is not None and bounded:  # the least only fell: its last ceiling is the lowest
-        counts.complete_to = min(counts.complete_to, least[0] * (1 + min(bounded)))
-    return [r for r in out if r is not None]
+        counts.complete_to = min(counts.complete_to, search.least * (1 + min(bounded)))
+    return [r for r in search.out if r is not None]
+
+
+class _SharedSearch:
+    """The state of one :func:`tile_templates` run: results so far, the bounds they set
+    (branch and bound) and the bottom-up fronts the templates share."""
+
+    def __init__(
+        self,
+        tilers: list[TemplateTiler],
+        counts: TilingCounts | None,
+        progress: Callable[[int], None] | None,
+        store: FrontStore | None,
+    ) -> None:
+        self.tilers, self.counts, self.progress, self.store = tilers, counts, progress, store
+        self.out: list[TemplateResult | None] = [None] * len(tilers)
+        self.fronts = front_cache(tilers, store)  # bottom-up fronts of template suffixes
+        # Branch and bound over templates that fuse nothing (energy objective): only their
+        # least energy matters, so rows that cannot beat the best one finished are dropped.
+        # One bound per amount held beside them (each is another capacity).
+        self.best: dict[tuple, float] = {}
+        # Relaxed tilers (twins of templates searched with them): only their rows under
+        # the least energy of the others matter (full_space.py), which only falls.
+        self.least = np.inf
+        # A front row dearer than the loosest ceiling of the templates that meet fronts is
+        # of no use: the nodes above only add energy (fronts record up to where they are
+        # complete, for the next table of their kind).
+        self.users = [t for t in tilers if SuffixSearch.applies(t)]
+        self.fronts.ceiling = _front_ceiling(self.users, np.inf)
+        self.floors: dict[int, float] = {}
+        _share_trips([t for t in tilers if t.uneven is not None])
+        self.share_keys = [t.share_key() for t in tilers]  # fixed once the trips are shared
+
+    def finished(self, i: int, result: TemplateResult, search: bool = True) -> None:
+        """Template ``i`` is done: keep its result, release its fronts, tighten bounds."""
+        tiler = self.tilers[i]
+        self.out[i] = result
+        self.fronts.done(i)
+        if search and self.store is not None and tiler.alone and not tiler.held_key:
+            self.store.put_result(tiler, result)
+        if not tiler.relaxed and result.rows and result.energy.min() < self.least:
+            self.least = float(result.energy.min())
+            self.fronts.ceiling = _front_ceiling(self.users, self.least)  # when the least falls
+        if tiler.alone and result.rows:
+            key = tiler.held_key
+            self.best[key] = min(self.best.get(key, np.inf), float(result.energy.min()))
+        if self.progress:
+            self.progress(1)
+
+    def _below_floor(self, i: int, j: int) -> tuple[float, int]:
+        """Least energy the nodes from the fused node down add to a row of self-bounded
+        tiler ``i`` after stage ``j`` (its fused node's bottom-up front, built now
+        instead of when met: those nodes' energy is the front row's), and the position
+        of the first node it counts; (0, the compute leaf's) if not known."""
+        t = self.tilers[i]
+        if not t.bounded_by_least or t.relaxed or j >= t.p_max or not SuffixSearch.applies(t):
+            return 0.0, len(t.t.holders)
+        if i not in self.floors:
+            crit = SuffixSearch(t, self.fronts).front(t.p_max).crit
+            self.floors[i] = float(crit[:, 0].min()) if len(crit) else np.inf
+        return self.floors[i], t.p_max
+
+    def _ceilings(self, members: list[int], j: int) -> list[tuple[TemplateTiler, float, int]]:
+        """Per member of a stage after node ``j``: (tiler, most energy so far a row may
+        have, first node position not yet counted in that)."""
+        out = []
+        for i in members:
+            floor, stop = self._below_floor(i, j)
+            ceiling = _ceiling(self.best, [self.tilers[i]], self.least) - floor
+            out.append((self.tilers[i], ceiling, stop))
+        return out
+
+    def _count(self, stage: Stage) -> None:
+        if self.counts is not None:
+            self.counts.stages += 1
+            self.counts.evaluated += stage.evaluated
+            self.counts.valid += stage.valid
+
+    def descend(self, group: list[int], j: int, stages: list[Stage]) -> None:
+        """Search the templates of ``group`` (equal down to node ``j``) from node ``j``,
+        the stages above given."""
+        first = self.tilers[group[0]]
+        if j == len(first.t.holders):
+            for i in group:  # identical prefixes all the way down: one template each
+                self.finished(i, self.tilers[i].finish(_own(self.tilers[i], stages)))
+            return
+        group = self._below_fused_nodes(group, j, stages)
+        forks: dict[tuple, list[int]] = {}
+        for i in group:
+            forks.setdefault(self.tilers[i].stage_key(j), []).append(i)
+        for members in forks.values():
+            tiler = self.tilers[members[0]]
+            bounds = self._ceilings(members, j)
+            ceiling = max(c for _, c, _ in bounds)
+            st = tiler.stage(j, stages[-1] if stages else None, ceiling)
+            self._count(st)
+            if np.isfinite(ceiling):  # the nodes below each member add at least so much
+                st = st.take(within_ceilings(st, j, bounds))
+            if len(st.crit) == 0:
+                for i in members:
+                    self.finished(i, self.tilers[i].finish(stages + [st]))
+                continue
+            self.descend(members, j + 1, stages + [st])
+
+    def _below_fused_nodes(self, group: list[int], j: int, stages: list[Stage]) -> list[int]:
+        """Finish the templates of ``group`` whose deepest fused node is node ``j`` and
+        whose nodes below it are searched at once (bottom-up fronts, or once per start
+        with uneven spreads); the others, which go on top-down."""
+        rest = []
+        shared: dict[tuple, list[Stage]] = {}  # suffixes of templates searched together
+        sharing: dict[tuple, list[TemplateTiler]] = {}  # their templates
+        for i in group:
+            key = self.share_keys[i]
+            if self.tilers[i].p_max == j and key is not None:
+                sharing.setdefault(key, []).append(self.tilers[i])
+        for i in group:
+            tiler = self.tilers[i]
+            below = None
+            if tiler.p_max == j and SuffixSearch.applies(tiler):
+                below = stages_below_fused_node
+            elif tiler.p_max == j and uneven_suffix.applies(tiler):
+                below = uneven_suffix.stages_below_fused_node
+            if below is None:
+                rest.append(i)
+                continue
+            key = self.share_keys[i]
+            more = shared.get(key) if key is not None else None
+            if more is None:
+                prev = stages[-1] if stages else None
+                # The loosest ceiling of the templates sharing the result.
+                users = [tiler] if key is None else sharing[key]
+                ceiling = max(_ceiling(self.best, [t], self.least) for t in users)
+                more = below(tiler, prev, self.fronts, ceiling)
+                if key is not None:
+                    shared[key] = more
+                self._count(more[0])
+            self.finished(i, tiler.finish(_own(tiler, stages + more)))
+        return rest
 
 
 def _share_trips(tilers: list[TemplateTiler]) -> None:
     """Templates with uneven spreads that differ only in their free loops' trips are
     searched together (:meth:`TemplateTiler.share_key`): one search instead of one per
     trips (a rank of 16 on 16 instances: 16 counts), each keeping its own rows."""
-    together: dict[tuple, list[TemplateTiler]] = {}
+    together: dict[tuple, list[UnevenCounts]] = {}
     for t in tilers:
-        together.setdefault(t.share_key(), []).append(t)
+        key = t.share_key()
+        assert key is not None and t.uneven is not None
+        together.setdefault(key, []).append(t.uneven)
     for members in together.values():
-        choices = [t.uneven.own for t in members]
-        for t in members:
-            t.uneven.share(choices)
+        choices = [u.own for u in members]
+        for u in members:
+            u.share(choices)
 
 
 def _own(tiler: TemplateTiler, stages: list[Stage]) -> list[Stage]:
     """The rows of ``tiler``'s own template among complete ones of a shared search."""
     if tiler.uneven is None or len(tiler.uneven.choices) == 1:
         return stages
-    return stages[:-1] + [stages[-1].take(tiler.uneven.own_rows(stages[-1].state))]
+    state = stages[-1].state
+    assert state is not None
+    return stages[:-1] + [stages[-1].take(tiler.uneven.own_rows(state))]
 
 
 def _front_ceiling(users: list[TemplateTiler], least: float) -> float:

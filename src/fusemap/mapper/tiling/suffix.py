@@ -18,41 +18,17 @@ top-down search (:meth:`SuffixSearch.applies`).
 from __future__ import annotations
 
 import math
-from collections import Counter
-from dataclasses import dataclass
 
 import numba
 import numpy as np
 
 from ..pareto import closure_front, pareto_mask
-from .result import TemplateResult, renamed_result
+from .fronts import Front, FrontCache, FrontStore, holders_by_place
 from .stage import Stage
 from .terms import fill_basis, first_basis
 from .tiler import TemplateTiler
 
-
-@dataclass
-class Front:
-    """Per tile shape at a node (``state``), the Pareto-optimal costs of the nodes below."""
-
-    state: np.ndarray  # (R,) encoded tile shape at the node
-    crit: np.ndarray  # (R, front_width) criteria of this node and everything below
-    mids: np.ndarray  # (R,) encoded sizes after the gap's temporal loops
-    child: np.ndarray  # (R,) row of the next node's front
-    complete_to: float = np.inf
-    """Every row of energy at most this is here (rows above a ceiling were dropped)."""
-    below: Front | None = None
-    """The next node's front, which ``child`` indexes (fronts kept across tables may be
-    built again with another ceiling: each keeps its own)."""
-    _by_state: tuple[np.ndarray, np.ndarray] | None = None
-
-    def by_state(self) -> tuple[np.ndarray, np.ndarray]:
-        """(rows ordered by state, their states): worked out once, the front is met by
-        many prefixes."""
-        if self._by_state is None:
-            order = np.argsort(self.state, kind="stable")
-            self._by_state = (order, self.state[order])
-        return self._by_state
+__all__ = ["Front", "FrontCache", "FrontStore", "SuffixSearch", "front_cache"]
 
 
 MAX_SHAPE_TABLE = 1 << 18
@@ -146,7 +122,7 @@ class SuffixSearch:
         self.depth_cols = {int(k) for cols in tiler.reservations.at_depth.values() for k in cols}
         self._first: dict[str, int] | None = None  # see _complete
         self._own: list[str] = []
-        self.ids = cache.ids_of(self)  # front ids of nodes p_max..n (keys interned)
+        self.ids = cache.ids_of(tiler, self.front_keys)  # fronts of nodes p_max..n
         self._cols: dict[int, list[int]] = {}
         self.evaluated = 0
 
@@ -248,7 +224,7 @@ class SuffixSearch:
         t = self.tiler.t
         return (
             t.compute,
-            _holders_by_place(t.holders[j:], place),
+            holders_by_place(t.holders[j:], place),
             tuple((p - j, terms) for p, terms in costs if p >= j),
             tuple((*s[:5], s[5] - j) for s in spatial if s[5] > j),
             tuple(sorted((b[0] - j, *b[1:]) for b in t.blocked if b[0] >= j)),
@@ -391,6 +367,7 @@ class SuffixSearch:
         node = front
         for _ in range(x.p_max, self.n - 1):
             chain.append(node.child[chain[-1]])
+            assert node.below is not None  # every node down to the leaf has its front
             node = node.below
         return pre, chain, total, seq[pre], depth[pre], front
 
@@ -401,6 +378,7 @@ class SuffixSearch:
         f = top
         for rows in chain:
             nxt = f.below
+            assert nxt is not None
             below = self.decode(nxt.state[f.child[rows]])
             out.append((below, self.decode(f.mids[rows]), parents))
             parents = np.arange(len(rows), dtype=np.int64)
@@ -408,161 +386,14 @@ class SuffixSearch:
         return out
 
 
-class FrontStore:
-    """Fronts kept from one pmapping table for the next of an Einsum equal up to names
-    (GPT-3's Q, K and V build the same 3,306 fronts: the second and third build none).
-
-    Keys are the fronts' own (:meth:`SuffixSearch._key`, tensors named by place), the
-    room each memory leaves, and ``context``: everything a table's tilers read besides
-    their template (the Einsum up to names, the architecture, the search's knobs),
-    given by the caller. Bounded: fronts past ``budget`` bytes are not kept."""
-
-    def __init__(self, budget: int = 0):
-        self.budget = budget or FRONT_STORE_BYTES
-        self.used = 0
-        self.fronts: dict[tuple, Front] = {}
-        self.alone: dict[tuple, tuple[TemplateResult, tuple[str, ...]]] = {}
-        self.context: tuple | None = None
-        self.frozen = False  # the last table of its kind: keep nothing more
-        self.hits = 0
-        self.alone_hits = 0
-
-    def key(self, front_key: tuple, tiler) -> tuple:
-        return (self.context, front_key, _room(tiler))
-
-    def get(self, front_key: tuple, tiler) -> Front | None:
-        got = self.fronts.get(self.key(front_key, tiler))
-        self.hits += got is not None
-        return got
-
-    def put(self, front_key: tuple, tiler, front: Front) -> None:
-        """Keep ``front`` (in place of one kept before: built again, it is more complete)."""
-        if self.frozen:
-            return
-        key = self.key(front_key, tiler)
-        old = self.fronts.pop(key, None)
-        self.used -= _nbytes(old) if old is not None else 0
-        size = _nbytes(front)
-        if self.used + size <= self.budget:
-            self.fronts[key] = front
-            self.used += size
-
-    # ------------------------------------------------------------ templates alone
-    def _alone_key(self, tiler) -> tuple:
-        t = tiler.t
-        place = {name: k for k, name in enumerate(tiler.info.tensors)}
-        holders = _holders_by_place(t.holders, place)
-        shape = (t.compute, t.compute_level, holders, t.spatial, tuple(sorted(t.blocked)))
-        return (self.context, shape, _room(tiler))
-
-    def result(self, tiler) -> TemplateResult | None:
-        """What an earlier table's search found for this template that fuses nothing and
-        holds nothing (``tiler.alone``), renamed to this Einsum's tensors."""
-        got = self.alone.get(self._alone_key(tiler))
-        if got is None:
-            return None
-        self.alone_hits += 1
-        result, names = got
-        tensors = dict(zip(names, tiler.info.tensors, strict=True))
-        return renamed_result(result, tiler.t.einsum, tensors, {})
-
-    def put_result(self, tiler, result: TemplateResult) -> None:
-        """Offer the result of a template that fuses nothing and holds nothing. Its rows
-        have the empty fused prefix (id 0 in every table), else it is not kept."""
-        empty_prefix = result.seq is None or not result.seq.any()
-        if self.frozen or not empty_prefix:
-            return
-        result = result.compact(np.arange(result.rows))  # only the trail of its rows
-        size = sum(a.nbytes for a in (result.energy, *result.stage_sizes, *result.stage_mids))
-        if self.used + size <= self.budget:
-            self.alone[self._alone_key(tiler)] = (result, tuple(tiler.info.tensors))
-            self.used += size
-
-
-def _nbytes(front: Front) -> int:
-    return sum(a.nbytes for a in (front.state, front.crit, front.mids, front.child))
-
-
-def _holders_by_place(holders, place: dict[str, int]) -> tuple:
-    """Storage nodes with their tensors named by place in the Einsum (virtual holders
-    keep their marker names): equal for Einsums equal up to names."""
-    return tuple(
-        (place.get(h.tensor, h.tensor), h.component, h.level, h.backing, h.virtual) for h in holders
-    )
-
-
-def _room(tiler) -> tuple:
-    """What each memory leaves a tiler's template (its size less what is held)."""
-    return tuple(sorted(tiler.reservations.capacity.items()))
-
-
-FRONT_STORE_BYTES = 1 << 30
-"""What a :class:`FrontStore` may hold (GPT-3 2048 tokens: Q's fronts take 830 MB)."""
-
-
-class FrontCache:
-    """Fronts shared between the templates of one search. Each is dropped once the last
-    template that needs it is done: the live fronts stay small (GPT-3's Q: 60 MB at
-    most), all of them would not (830 MB). ``store``: fronts kept across tables."""
-
-    def __init__(self, tilers: list[TemplateTiler], store: FrontStore | None = None):
-        self.store = store
-        self.ceiling = np.inf
-        """Energy above which no front row is of use any more (set by the search as the
-        least energy falls, :func:`fusemap.mapper.tiling.search.tile_templates`; only falls)."""
-        self.fronts: dict[int, Front] = {}
-        self.axes: dict[tuple, tuple] = {}
-        self.tables: dict[tuple, np.ndarray] = {}  # count bases per tile shape code
-        self._backed: dict[tuple, tuple] = {}
-        self._ids: dict[tuple, int] = {}  # front key -> small id (long tuples hash slowly)
-        self._key_of: list[tuple] = []  # small id -> front key
-        self._by_tiler: dict[int, list[int]] = {}
-        self._keys: dict[int, list[int]] = {}
-        self._uses: Counter[int] = Counter()
-        for i, tiler in enumerate(tilers):
-            if SuffixSearch.applies(tiler):
-                self._keys[i] = SuffixSearch(tiler, self).ids
-                self._uses.update(self._keys[i])
-
-    def backed(self, prev: Stage | None, seq: np.ndarray, token: tuple, interner) -> np.ndarray:
-        """The prefix rows' fused prefixes followed by the fused node ``token``. Templates
-        that share the rows above their fused node come one after another: the last
-        answer per token is kept for them."""
-        last = self._backed.get(token)
-        if last is None or last[0] is not prev or last[1] is not seq:
-            extended = interner.extend(seq, [token], np.zeros(len(seq), dtype=np.int64))
-            last = self._backed[token] = (prev, seq, interner.settled(extended))
-        return last[2]
-
-    def ids_of(self, search: SuffixSearch) -> list[int]:
-        """Front ids of a template's nodes from its deepest fused node down."""
-        got = self._by_tiler.get(id(search.tiler))
-        if got is None:
-            got = []
-            for k in search.front_keys():
-                if k not in self._ids:
-                    self._ids[k] = len(self._key_of)
-                    self._key_of.append(k)
-                got.append(self._ids[k])
-            self._by_tiler[id(search.tiler)] = got
-        return got
-
-    def kept(self, front_id: int, tiler) -> Front | None:
-        """The front ``front_id`` as an earlier table built it, if the store has it."""
-        return None if self.store is None else self.store.get(self._key_of[front_id], tiler)
-
-    def keep(self, front_id: int, tiler, front: Front) -> None:
-        """Offer a front just built to the store (for the next table of its kind)."""
-        if self.store is not None:
-            self.store.put(self._key_of[front_id], tiler, front)
-
-    def done(self, i: int) -> None:
-        """Template ``i`` needs no front any more."""
-        for key in self._keys.pop(i, []):
-            self._uses[key] -= 1
-            if self._uses[key] == 0:
-                del self._uses[key]
-                self.fronts.pop(key, None)
+def front_cache(tilers: list[TemplateTiler], store: FrontStore | None = None) -> FrontCache:
+    """The fronts the ``tilers`` searched together share, each registered with the fronts
+    it needs (dropped once its last template is done)."""
+    cache = FrontCache(store)
+    for i, tiler in enumerate(tilers):
+        if SuffixSearch.applies(tiler):
+            cache.register(i, SuffixSearch(tiler, cache).ids)
+    return cache
 
 
 def stages_below_fused_node(

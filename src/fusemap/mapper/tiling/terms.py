@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from functools import cache
 from typing import Any
 
 import numpy as np
@@ -111,31 +111,75 @@ def _tensor_terms(
     out: list[NodeTerms] = []
     is_output = t in info.outputs
     copy_output = info.is_copy and is_output
-    relevance = {s.var: info.relevance(t, s.var) for s in template.spatial}
+    coefficients = _Coefficients(template, info, t, chain, may_reuse)
+    for k in range(1, len(chain)):
+        node = NodeTerms(chain[k], t, comps[k], False)
+        is_compute = k == len(chain) - 1
+        parent = comps[k - 1]
+        sk = skips_first_reads(is_output, skip.get(comps[k], True), is_compute and copy_output)
+        parent_skips = skip.get(parent, True)  # off: the parent serves initial values
+        for comp, role in ((comps[k], "own"), (parent, "parent")):
+            if role == "own" and is_compute:
+                continue
+            in_view = tuple(s for s in template.spatial if s.level <= level[comp])
+            tot, inst = coefficients(k, ()), coefficients(k, in_view)
+            for action in ("read", "write"):
+                pair = []
+                for amount, first, ratio in (tot, inst):
+                    fill = 0.0 if (is_compute and copy_output) else amount
+                    back = amount if is_output else 0.0
+                    pair.append(
+                        holder_traffic(role, action, fill, back, first, ratio, sk, parent_skips)
+                    )
+                total, per_instance = pair
+                if total.fill or per_instance.fill:
+                    node.terms.append(Term(comp, action, t, "fill", total.fill, per_instance.fill))
+                if total.first or per_instance.first:
+                    node.terms.append(
+                        Term(comp, action, t, "first", total.first, per_instance.first)
+                    )
+        out.append(node)
+    return out
 
-    def multicast_of(k: int) -> list[SpatialLoop]:
-        if k == 0:
-            return []
-        return [
-            s
-            for s in template.spatial
-            if chain[k - 1] < s.slot <= chain[k]
-            and shares_parent_transfer(
-                relevance[s.var], t, may_reuse.get((s.component, s.dimension), frozenset())
-            )
+
+class _Coefficients:
+    """The constants of one tensor's terms along its ``chain`` of holders: for holder
+    ``k`` in a view (the spatial loops ``m`` counted one tile per parent tile: per
+    instance), (amount / fill, first visits / first basis, its instances' own copies per
+    shared transfer)."""
+
+    def __init__(
+        self, template: Template, info: EinsumInfo, tensor: str, chain: list, may_reuse: dict
+    ) -> None:
+        self.spatial, self.chain = template.spatial, chain
+        self.relevance = {s.var: info.relevance(tensor, s.var) for s in template.spatial}
+        # Per holder, the spatial loops above it (below its parent) sharing one transfer.
+        self.multicast: list[list[SpatialLoop]] = [[]] + [
+            [
+                s
+                for s in template.spatial
+                if chain[k - 1] < s.slot <= chain[k]
+                and shares_parent_transfer(
+                    self.relevance[s.var],
+                    tensor,
+                    may_reuse.get((s.component, s.dimension), frozenset()),
+                )
+            ]
+            for k in range(1, len(chain))
         ]
+        self.memo: dict[tuple, tuple[float, float, float]] = {}
 
-    multicast = [multicast_of(k) for k in range(len(chain))]
+    def __call__(self, k: int, m: tuple[SpatialLoop, ...]) -> tuple[float, float, float]:
+        key = (k, m)
+        if key not in self.memo:
+            self.memo[key] = self._of(k, m)
+        return self.memo[key]
 
-    def mode(component: str) -> tuple[SpatialLoop, ...]:
-        return tuple(s for s in template.spatial if s.level <= level[component])
-
-    @cache
-    def coefficients(k: int, m: tuple[SpatialLoop, ...]) -> tuple[float, float, float]:
-        """(amount / fill, first / first-basis, ratio) of chain holder k in mode m."""
+    def _of(self, k: int, m: tuple[SpatialLoop, ...]) -> tuple[float, float, float]:
         if k == 0:
             return 0.0, 0.0, 1.0
-        ups = [s for s in template.spatial if s.slot <= chain[k]]
+        relevance, multicast = self.relevance, self.multicast
+        ups = [s for s in self.spatial if s.slot <= self.chain[k]]
         in_mode = [s for s in ups if s in m]
         d = _product(in_mode)
         mc = [s for s in multicast[k] if s not in m]
@@ -157,35 +201,6 @@ def _tensor_terms(
             ]
         )
         return 1.0 / dm, up * starts / e, dm / d
-
-    for k in range(1, len(chain)):
-        node = NodeTerms(chain[k], t, comps[k], False)
-        is_compute = k == len(chain) - 1
-        parent = comps[k - 1]
-        sk = skips_first_reads(is_output, skip.get(comps[k], True), is_compute and copy_output)
-        parent_skips = skip.get(parent, True)  # off: the parent serves initial values
-        for comp, role in ((comps[k], "own"), (parent, "parent")):
-            if role == "own" and is_compute:
-                continue
-            tot = coefficients(k, ())
-            inst = coefficients(k, mode(comp))
-            for action in ("read", "write"):
-                pair = []
-                for amount, first, ratio in (tot, inst):
-                    fill = 0.0 if (is_compute and copy_output) else amount
-                    back = amount if is_output else 0.0
-                    pair.append(
-                        holder_traffic(role, action, fill, back, first, ratio, sk, parent_skips)
-                    )
-                total, per_instance = pair
-                if total.fill or per_instance.fill:
-                    node.terms.append(Term(comp, action, t, "fill", total.fill, per_instance.fill))
-                if total.first or per_instance.first:
-                    node.terms.append(
-                        Term(comp, action, t, "first", total.first, per_instance.first)
-                    )
-        out.append(node)
-    return out
 
 
 @dataclass(frozen=True)
@@ -276,7 +291,7 @@ def box_array(terms, sizes: dict[str, np.ndarray]) -> np.ndarray:
 
 
 def fill_basis(
-    info: EinsumInfo, tensor: str, sizes: dict[str, np.ndarray], bounds: dict | None = None
+    info: EinsumInfo, tensor: str, sizes: dict[str, np.ndarray], bounds: Mapping | None = None
 ) -> np.ndarray:
     """Values delivered into all tiles of ``tensor`` (``fill_count``), per row.
     ``bounds``: per variable, the (virtual, per-row) bound its tiles cut (default: the
@@ -293,7 +308,7 @@ def fill_basis(
 
 
 def first_basis(
-    info: EinsumInfo, tensor: str, sizes: dict[str, np.ndarray], bounds: dict | None = None
+    info: EinsumInfo, tensor: str, sizes: dict[str, np.ndarray], bounds: Mapping | None = None
 ) -> np.ndarray:
     """Values of the distinct tiles of ``tensor`` (``first_visit_count``), per row."""
     bounds = info.bounds if bounds is None else bounds
@@ -350,3 +365,19 @@ def reservation_sizes(
         else:
             out[v] = here[v]
     return out
+
+
+def passed_loops(
+    info: EinsumInfo, tensor: str, variables: list[str], here: np.ndarray, mids: np.ndarray
+) -> np.ndarray:
+    """Per row, the loops of a gap (from tiles ``here`` to ``mids``, in the canonical
+    order) a lowered reservation of ``tensor`` passes: the relevant ones, then the first
+    partially relevant one (the model's lowering, :func:`fusemap.model.rules.lowered_past`)."""
+    rel = [info.relevance(tensor, v) for v in variables]
+    looped = mids < here
+    full = [k for k, r in enumerate(rel) if r == "relevant"]
+    part = [k for k, r in enumerate(rel) if r == "partial"]
+    n = looped[:, full].sum(axis=1) if full else np.zeros(len(here), dtype=np.int64)
+    if part:
+        n = n + looped[:, part].any(axis=1)
+    return n

@@ -24,7 +24,6 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ...model.costs import gated_fraction, total_leak_power
 from ...spec.arch_eval import FlatArch
 from ...spec.resolve import EinsumInfo
 from ..pareto import pareto_mask
@@ -33,14 +32,14 @@ from ..space.templates import MapperConfig, Template, fused_positions, top_level
 from .columns import ColumnLayout
 from .costs import NodeCosts
 from .gap_orders import GapContext
-from .latency import TemplateLatency
+from .latency import TemplateLatency, template_leak
 from .prefix_tokens import gap_tokens
 from .rank_tiles import RankTiles
 from .reservations import Reservations, Sizes, build_reservations
 from .result import TemplateResult
 from .spreads import Spreads
 from .stage import Stage, combined_ids
-from .terms import memoized, node_terms
+from .terms import node_terms, passed_loops
 from .uneven import UnevenCounts
 
 
@@ -124,7 +123,7 @@ class TemplateTiler:
             template, info, comp, bits, capacity, self.layout, self.join_memories,
             self.fused_pos, self.depths, self.memo,
         )  # fmt: skip
-        leak = _leak(flat, template, self.memo)
+        leak = template_leak(flat, template, self.memo)
         self.latency = TemplateLatency(template, info, flat, self.layout, leak, scale, self.memo)
         self.want_latency = want_latency or leak > 0
         # A template that fuses nothing, of an Einsum that hosts no other Einsum's tensor,
@@ -139,16 +138,7 @@ class TemplateTiler:
         make, and latency counts only when wanted."""
 
     def _pareto_columns(self) -> list[int]:
-        res, t = self.reservations, self.t
-        written = {0, *res.columns.values()}
-        for c, cols in res.at_depth.items():
-            if any(
-                j < self.p_max and h.component == c and j not in self.fused_pos
-                for j, h in enumerate(t.holders)
-            ):
-                written.update(int(k) for k in cols)
-            if any(t.holders[p].component == c for p in self.fused_pos):
-                written.add(res.shared[c])
+        written = {0, *self.reservations.written(self.t)}
         return [
             k
             for k, col in enumerate(self.layout.columns)
@@ -158,15 +148,7 @@ class TemplateTiler:
     def gap_context(self) -> GapContext:
         """What the loop orders of this template's prefix gaps depend on
         (:mod:`fusemap.mapper.tiling.gap_orders`)."""
-        res = self.reservations
-        return GapContext(
-            self.p_max,
-            frozenset(res.columns),
-            frozenset(c for c in res.at_depth if c in res.columns),
-            self.depths,
-            dict(res.capacity),
-            res.holder_bits,
-        )
+        return self.reservations.gap_context()
 
     def relaxed_twin(self, bounded: bool = True) -> TemplateTiler:
         """This tiler with relaxed prefixes (``MapperConfig.relaxed_prefixes``): rows of
@@ -284,11 +266,13 @@ class TemplateTiler:
             seq = self.interner.settled(seq)
         cost = crit.copy()
         top = {v: sizes[:, k] for k, v in enumerate(self.tiles.vars)}
+        state_ids = None
         if self.uneven is not None:
+            assert state is not None
             state = self.uneven.node_costs(j, top, state, cost)
+            state_ids = self.uneven.ids(state)
         else:
             self.costs.add_nodes_at(j, top, cost)
-        state_ids = None if self.uneven is None else self.uneven.ids(state)
         if holder.component in self.reservations.columns and holder.backing:
             self.reservations.add(j, holder, top, top, cost, depth)
         return _Entering(sizes, cost, seq, depth, state, state_ids)
@@ -362,7 +346,7 @@ class TemplateTiler:
             self.uneven.add_leaf(state, cost)
         if holder.component in self.reservations.columns and not holder.backing:
             here = sizes[origin]
-            passed = self._passed(holder, here, mids)
+            passed = passed_loops(self.info, holder.tensor, self.tiles.vars, here, mids)
             self.reservations.add(
                 j, holder, self._named(here), self._named(mids), cost, rows.depth[origin] + passed
             )
@@ -370,14 +354,21 @@ class TemplateTiler:
         mids, origin, below, cost = mids[fits], origin[fits], below[fits], cost[fits]
         state = None if state is None else state[fits]
         new_seq, new_depth = rows.seq[origin], rows.depth[origin]
+        uneven = self.uneven  # rows carry a state with uneven spreads (only then)
         if self.fusion:
             new_depth = new_depth + (mids < sizes[origin]).sum(axis=1) + spatial_here
-            if j < self.p_max:
-                tiles = None if state is None else self.uneven.tiles_at(j + 1, state)
-                new_seq = self._gap_tokens(j, new_seq, sizes[origin], mids, below, tiles)
-        if state is not None:
-            state = self.uneven.canonical(j + 1, state)
-        ids = None if state is None else self.uneven.ids(state)
+            if j < self.p_max and self.relaxed:
+                new_seq = np.zeros(len(new_seq), dtype=np.int64)  # prefixes forgotten
+            elif j < self.p_max:  # the gap's loops, in the canonical order
+                tiles = None
+                if uneven is not None and state is not None:
+                    tiles = uneven.tiles_at(j + 1, state)  # those its spatial loops leave
+                new_seq = gap_tokens(self.t, self.info, self.tiles.vars, self.interner, j,
+                                     new_seq, sizes[origin], mids, below, tiles)  # fmt: skip
+        ids = None
+        if uneven is not None and state is not None:
+            state = uneven.canonical(j + 1, state)
+            ids = uneven.ids(state)
         key = self.tiles.group(below, ids=combined_ids(new_seq if self.fusion else None, ids))
         keep = self.prune_rows(key, self.pruning_view(j + 1, below, cost))
         return Stage(
@@ -395,26 +386,6 @@ class TemplateTiler:
         gap, which lets the join put it above a split in every branch's order)."""
         holder = self.t.holders[j]
         return (holder.backing and holder.level == self.top_level) or j in self.fused_pos
-
-    def _passed(self, holder, here: np.ndarray, mids: np.ndarray) -> np.ndarray:
-        """Loops of the gap a lowered reservation passes (relevant ones, then the first
-        partially relevant one)."""
-        rel = [self.info.relevance(holder.tensor, v) for v in self.tiles.vars]
-        looped = mids < here
-        full = [k for k, r in enumerate(rel) if r == "relevant"]
-        part = [k for k, r in enumerate(rel) if r == "partial"]
-        n = looped[:, full].sum(axis=1) if full else np.zeros(len(here), dtype=np.int64)
-        if part:
-            n = n + looped[:, part].any(axis=1)
-        return n
-
-    def _gap_tokens(self, j: int, seq, here, mids, below, tiles: np.ndarray | None = None):
-        """Append gap ``j``'s loops, in the canonical order, to the fused prefixes
-        (``tiles``: those its spatial loops leave, when the rows carry them)."""
-        if self.relaxed:
-            return np.zeros(len(seq), dtype=np.int64)  # prefixes forgotten
-        return gap_tokens(self.t, self.info, self.tiles.vars, self.interner, j, seq,
-                          here, mids, below, tiles)  # fmt: skip
 
     def useful_loop(self, gap: int, v: str) -> bool:
         """Whether a loop over ``v`` in this gap can differ from one in the next gap.
@@ -499,11 +470,6 @@ class TemplateTiler:
             energy, latency = self.latency.objectives(crit)
         else:  # energy alone prunes: latency only of the kept rows (see latency_of)
             energy, latency = crit[:, 0].copy(), np.full(len(crit), np.nan)
-        buckets = {
-            c: np.concatenate([crit[:, cols], crit[:, [res.columns[c]]]], axis=1)
-            for c, cols in res.at_depth.items()
-            if c in res.columns
-        }
         variables = self.tiles.vars
         relevance = {
             x: {v: self.info.relevance(x, v) for v in variables} for x in self.info.tensors
@@ -512,7 +478,7 @@ class TemplateTiler:
             self.t,
             energy,
             latency,
-            {c: res.total(crit, c) for c in res.columns},
+            res.totals(crit),
             [self.tiles.bounds[None, :].copy()] + [st.sizes for st in stages],
             [st.mids for st in stages],
             [st.parents for st in stages],
@@ -520,26 +486,10 @@ class TemplateTiler:
             relevance,
             {col: crit[:, k] for k, col in enumerate(layout.columns) if col.latency_count},
             last.seq if self.fusion else None,
-            buckets,
+            res.buckets(crit),
         )
 
     def latency_of(self, result: TemplateResult, rows: np.ndarray) -> np.ndarray:
         """Latency of some of ``result``'s rows (pruned on energy alone), from their
         latency counts."""
         return self.latency.of_rows(result, rows)
-
-
-def _leak(flat: FlatArch, template: Template, memo: dict) -> float:
-    """Leakage power on the path, each component gated by what the spatial loops use."""
-    used: dict[tuple[str, str], int] = {}
-    for s in template.spatial:
-        key = (s.component, s.dimension)
-        used[key] = used.get(key, 1) * s.trips
-    return memoized(
-        memo,
-        ("leak", template.compute, tuple(sorted(used.items()))),
-        lambda: sum(
-            total_leak_power(flat, lv) * gated_fraction(flat, lv, used)
-            for lv in range(len(flat.path))
-        ),
-    )

@@ -396,10 +396,10 @@ class UnevenCounts:
                 for amount, ratio, first in pair:
                     sent = 0.0 * amount if (is_compute and copy_output) else amount
                     back = amount if is_output else 0.0 * amount
-                    counts = holder_traffic(
+                    traffic = holder_traffic(
                         role, action, sent, back, first, ratio, sk, parent_skips
                     )
-                    values.append(counts.values())
+                    values.append(traffic.values())
                 self.costs.add_per_row(comp, action, tensor, values[0], values[1], crit)
         if is_output and not is_compute:
             for view, mode in enumerate(self.views):

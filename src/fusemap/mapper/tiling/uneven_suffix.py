@@ -51,6 +51,7 @@ def stages_below_fused_node(
     np.minimum.at(cheapest, inverse, crit[:, 0])
     suffix = _search(tiler, sizes[first], state[first], ceiling - cheapest)
     last = suffix[-1]
+    assert last.seq is not None and last.state is not None
     # Every prefix row with every row of its start's front.
     order = np.argsort(last.seq, kind="stable")
     lo = np.searchsorted(last.seq[order], inverse, side="left")
