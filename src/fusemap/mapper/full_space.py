@@ -45,9 +45,11 @@ from ..spec.arch_eval import ArchEvaluator
 from ..spec.resolve import WorkloadInfo
 from ..spec.spec import Spec
 from .deferred_hosting import base_key, merge_tables, renamed_table
-from .pmappings.generate import PmappingTable, empty_table, generate_pmappings, template_key
+from .pmappings.generate import generate_pmappings
+from .pmappings.table import PmappingTable, empty_table
+from .space.config import MapperConfig
 from .space.prefix import marked
-from .space.templates import MapperConfig, Template, fused_positions, templates, top_level
+from .space.templates import Template, fused_positions, template_key, templates, top_level
 from .tiling.suffix import FrontStore
 from .workers import in_worker, run_tasks
 
