@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from ..space.prefix import HOSTING, Compatibility
+from ..space.prefix import LOOP, Compatibility, is_hosting
 from .completion import prefix_compat
 from .copies import copy_levels
 from .exposure import OwnCopies
@@ -149,10 +149,10 @@ def _prefix_place(j, seq, table, info, arch, workload, accessors, memories, bits
             if tile not in bits_of:
                 bits_of[tile] = backing_bits(info, t, c, table, arch, workload)
             adds.append((c.backing, c.depth + 1, bits_of[tile]))
-    tokens = fusion.interner.prefixes[seq]
-    loops = tuple((t[1], t[2]) for t in tokens if t[0] == "loop")
-    mark = next((k for k, t in enumerate(tokens) if t[0] == "back" and t[1] == HOSTING), None)
-    hosting = None if mark is None else sum(t[0] == "loop" for t in tokens[:mark])
+    prefix = fusion.interner.prefixes[seq]
+    loops = tuple((e.var, e.tile) for e in prefix if e.kind == LOOP)
+    mark = next((k for k, e in enumerate(prefix) if is_hosting(e)), None)
+    hosting = None if mark is None else sum(e.kind == LOOP for e in prefix[:mark])
     return compat, b_prev, b_next, loops, adds, hosting
 
 
