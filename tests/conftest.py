@@ -8,7 +8,7 @@ import os
 import pytest
 
 from fusemap.examples import example_path
-from fusemap.mapper import ffm
+from fusemap.mapper import caps, ffm
 from fusemap.mapper.join.ffm_join import join
 from fusemap.spec import limits
 from fusemap.spec.spec import load_spec
@@ -42,7 +42,7 @@ def renamed_chain_join():
         return join(order, tables, wl, *args, **kw)
 
     patch = pytest.MonkeyPatch()
-    patch.setattr(ffm, "join", recorded)
+    patch.setattr(caps, "join", recorded)
     try:
         ffm.map_workload(spec, "pareto")
     finally:

@@ -19,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fusemap.examples import example_path
-from fusemap.mapper import ffm
+from fusemap.mapper import caps, ffm
 from fusemap.mapper.join import completion
 from fusemap.mapper.join.completion import live_key, prefix_compat, relaxed
 from fusemap.mapper.join.ffm_join import join
@@ -175,7 +175,7 @@ def test_every_mapping_costs_at_least_the_relaxed_rest(kib, monkeypatch):
         calls.append((order, dict(tables), wl, out))
         return out
 
-    monkeypatch.setattr(ffm, "join", recorded)
+    monkeypatch.setattr(caps, "join", recorded)
     ffm.map_workload(spec, "pareto")  # unbounded: every mapping on the front
     checked = 0
     for order, tables, wl, joined in calls:

@@ -19,10 +19,11 @@ from fusemap.mapper import ffm
 from fusemap.mapper.deferred_hosting import DeferredHosting, base_key, merge_tables
 from fusemap.mapper.ffm import _orders, fusion_plan, map_workload
 from fusemap.mapper.join.dependencies import FusionRules
+from fusemap.mapper.outcome import MapStatistics
 from fusemap.mapper.pmappings.generate import generate_pmappings
 from fusemap.mapper.pmappings.tables import generate_tables
+from fusemap.mapper.space.config import config_from_spec
 from fusemap.mapper.space.prefix import marked
-from fusemap.mapper.space.templates import config_from_spec
 from fusemap.spec.arch_eval import ArchEvaluator
 from fusemap.spec.resolve import resolve_workload
 from fusemap.spec.spec import load_spec
@@ -112,9 +113,7 @@ def test_hosting_templates_cut_at_the_allowance_keep_every_row_within_it(seed, t
 
     def tables(cut: bool):
         deferred = DeferredHosting(spec, wl, 1, cut=cut)
-        made = generate_tables(
-            spec, wl, arch, "energy", 1, None, ffm.MapStatistics(), plan, deferred
-        )
+        made = generate_tables(spec, wl, arch, "energy", 1, None, MapStatistics(), plan, deferred)
         cap = sum(float(t.energy.min()) for t in made.values()) * 1.05
         return made, deferred.extend(made, cap, orders), deferred, cap
 

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from cli_helpers import run_cli
 from fusemap.examples import example_path
 from fusemap.mapper.space.divisors import divisors, prime_factors
-from fusemap.mapper.space.templates import candidate_sizes, next_sizes
+from fusemap.mapper.space.tiles import candidate_sizes, next_sizes
 from fusemap.mapper.tiling.rank_tiles import SizeIndex, tile_tables
 
 

@@ -24,7 +24,7 @@ import pytest
 from fusemap.mapper.ffm import map_workload
 from fusemap.mapper.join.assemble import assemble
 from fusemap.mapper.pmappings.generate import generate_pmappings
-from fusemap.mapper.space.templates import config_from_spec
+from fusemap.mapper.space.config import config_from_spec
 from fusemap.model.evaluate import evaluate_mapping
 from fusemap.spec.arch_eval import ArchEvaluator
 from fusemap.spec.errors import InvalidMappingError

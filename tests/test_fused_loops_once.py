@@ -128,8 +128,9 @@ def test_relaxed_floors_are_each_templates_least_energy_over_the_whole_space(tmp
     from dataclasses import replace
 
     from fusemap.mapper.full_space import relaxed_floors
-    from fusemap.mapper.pmappings.generate import generate_pmappings, template_key
-    from fusemap.mapper.space.templates import config_from_spec
+    from fusemap.mapper.pmappings.generate import generate_pmappings
+    from fusemap.mapper.space.config import config_from_spec
+    from fusemap.mapper.space.templates import template_key
 
     knob = tmp_path / "mapper.yaml"
     knob.write_text("mapper:\n  fused_loops_once: false\n")

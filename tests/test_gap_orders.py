@@ -233,8 +233,8 @@ def test_a_table_keeps_only_the_prefixes_it_refers_to(tmp_path):
     """The search's interner holds every prefix it met; a table sends back only its own
     (each still the same prefix), with no own-node mark left in them."""
     from fusemap.mapper.pmappings.generate import generate_pmappings
+    from fusemap.mapper.space.config import config_from_spec
     from fusemap.mapper.space.prefix import MARK
-    from fusemap.mapper.space.templates import config_from_spec
 
     spec = _seed23_spec(tmp_path)
     config = replace(config_from_spec(spec), fusion=True)
@@ -269,8 +269,8 @@ def test_rows_of_one_marked_prefix_have_the_same_gaps(tmp_path, monkeypatch):
     same variables in every prefix gap, so every order changes them alike (rows whose
     gaps hold one loop each have one order: their marks go, they may differ)."""
     import fusemap.mapper.pmappings.generate as P
+    from fusemap.mapper.space.config import config_from_spec
     from fusemap.mapper.space.prefix import MARK
-    from fusemap.mapper.space.templates import config_from_spec
     from fusemap.mapper.tiling.gap_orders import _looped_masks
 
     seen = []

@@ -11,6 +11,7 @@ import pytest
 
 from fusemap.mapper.ffm import map_workload
 from fusemap.mapper.pmappings import generate as pmappings
+from fusemap.mapper.pmappings.held import held_amounts
 from fusemap.mapper.tiling import search
 from test_deferred_hosting import _spec
 
@@ -66,7 +67,7 @@ def _least_beside_each_amount(spec, skip: bool, monkeypatch) -> list[float]:
     wl, arch, config = _config(spec)
     info = wl.einsum("E1")
     joined = join_memories(wl, arch, config)
-    amounts = pmappings.held_amounts(info, wl, arch, config, joined)
+    amounts = held_amounts(info, wl, arch, config, joined)
     table = pmappings.generate_pmappings(
         spec, "E1", objective="energy", config=config, workload=wl, arch=arch
     )

@@ -13,7 +13,7 @@ import pytest
 from fusemap.examples import example_path
 from fusemap.mapper import ffm
 from fusemap.mapper.ffm import map_workload
-from fusemap.mapper.join.ffm_join import Bound
+from fusemap.mapper.join.bound import Bound
 from fusemap.mapper.join.rows import Group
 from fusemap.spec.spec import load_spec
 
@@ -155,7 +155,7 @@ def test_pieces_that_match_no_group_are_not_formed(objective, kib, tables_once, 
     from fusemap.mapper.join import ffm_join as join_module
 
     spec = _spec(kib)
-    real = join_module._pieces
+    real = join_module.table_pieces
     formed = {"matched": 0, "all": 0}
 
     def counting(label, use_match):
@@ -168,9 +168,9 @@ def test_pieces_that_match_no_group_are_not_formed(objective, kib, tables_once, 
 
         return pieces
 
-    monkeypatch.setattr(join_module, "_pieces", counting("matched", True))
+    monkeypatch.setattr(join_module, "table_pieces", counting("matched", True))
     matched = map_workload(spec, objective)
-    monkeypatch.setattr(join_module, "_pieces", counting("all", False))
+    monkeypatch.setattr(join_module, "table_pieces", counting("all", False))
     every = map_workload(spec, objective)
     assert matched.best.result.energy == every.best.result.energy
     assert matched.best.result.latency == every.best.result.latency

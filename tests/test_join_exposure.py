@@ -22,7 +22,7 @@ from fusemap.mapper import ffm
 from fusemap.mapper.join.assemble import _merge_gap, assemble
 from fusemap.mapper.join.dependencies import FusionRules
 from fusemap.mapper.join.exposure import FRESH, KEPT, SKIPPED, exposures, shared_adds
-from fusemap.mapper.join.ffm_join import _Piece
+from fusemap.mapper.join.pieces import Piece
 from fusemap.mapper.space.prefix import Compatibility
 from fusemap.model.evaluate import evaluate_mapping
 from fusemap.spec import mapping as M
@@ -126,8 +126,8 @@ def test_model_counts_a_copy_followed_by_another_copy_unlowered(tiny_arch):
 # -- the join's rule, by hand ---------------------------------------------------------
 
 
-def _piece(b_prev, b_next, exposed) -> _Piece:
-    return _Piece(None, {}, b_prev, b_next, (), [], exposed)  # type: ignore[arg-type]
+def _piece(b_prev, b_next, exposed) -> Piece:
+    return Piece(None, {}, b_prev, b_next, (), [], exposed)  # type: ignore[arg-type]
 
 
 class _Wl:
@@ -182,7 +182,7 @@ def test_a_later_users_copy_is_blocked_by_an_earlier_user_sharing_its_level():
 BITS = 48.0  # the shared copy's reservation
 
 
-def _sharing(b_prev, b_next, copies) -> _Piece:
+def _sharing(b_prev, b_next, copies) -> Piece:
     p = _piece(b_prev, b_next, {})
     p.copies = {"X": tuple(copies)}
     return p

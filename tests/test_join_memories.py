@@ -16,7 +16,8 @@ from dataclasses import replace
 import pytest
 
 from fusemap.mapper.ffm import map_workload
-from fusemap.mapper.space.templates import config_from_spec, join_memories
+from fusemap.mapper.space.config import config_from_spec
+from fusemap.mapper.space.templates import join_memories
 from fusemap.spec.arch_eval import ArchEvaluator
 from fusemap.spec.resolve import resolve_workload
 from fusemap.spec.spec import load_spec

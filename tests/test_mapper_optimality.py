@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fusemap.mapper.pmappings.generate import generate_pmappings
-from fusemap.mapper.space.templates import MapperConfig
+from fusemap.mapper.space.config import MapperConfig
 from fusemap.model.evaluate import evaluate_mapping
 from fusemap.spec.spec import load_spec
 from mapper_bruteforce import brute_force, count

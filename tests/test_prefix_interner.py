@@ -7,7 +7,16 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fusemap.mapper.space.prefix import HOSTING, MARK, PrefixInterner, canonical
+from fusemap.mapper.space.prefix import (
+    HOSTING,
+    MARK,
+    BackingEntry,
+    LoopEntry,
+    MarkEntry,
+    PrefixInterner,
+    as_entries,
+    canonical,
+)
 
 TOKENS = [
     ("loop", "m", 4),
@@ -70,3 +79,21 @@ def test_unmarked_is_the_prefix_without_marks(tokens):
     assert int(p.unmarked(np.array([q]))[0]) == want
     settled = p.prefixes[int(p.settled(np.array([q]))[0])]
     assert sum(t[0] == "loop" for t in settled) == sum(t[0] == "loop" for t in tokens)
+
+
+def test_entries_are_the_tuples_they_replace():
+    """Typed entries hash, compare and sort as the plain tuples ``(kind, ...)``: the
+    interner turns plain tuples into them, and ids stay the same."""
+    loop, back, mark = LoopEntry.of("m", 4), BackingEntry.of("A", "GB"), MarkEntry.of("W", "GB")
+    assert (loop, back, mark) == (M_, A_, W_)
+    assert [hash(e) for e in (loop, back, mark)] == [hash(t) for t in (M_, A_, W_)]
+    assert sorted([back, loop, mark]) == sorted([A_, M_, W_])
+    assert as_entries((M_, A_, W_)) == (loop, back, mark)
+    assert [type(e) for e in as_entries((M_, A_, W_))] == [LoopEntry, BackingEntry, MarkEntry]
+    p = PrefixInterner()
+    ids = p.extend(np.zeros(1, dtype=np.int64), [(M_, A_)], np.zeros(1, dtype=np.int64))
+    assert p.intern((loop, back)) == int(ids[0])
+    assert [type(e) for e in p.prefixes[int(ids[0])]] == [LoopEntry, BackingEntry]
+    assert p.prefixes[int(ids[0])][0].var == "m" and p.prefixes[int(ids[0])][1].memory == "GB"
+    assert back.renamed({"A": "B"}, {}) == BackingEntry.of("B", "GB")
+    assert loop.renamed({}, {"m": "p"}) == LoopEntry.of("p", 4)

@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 
 from fusemap.mapper.pmappings import generate as pmappings
 from fusemap.mapper.pmappings.generate import generate_pmappings
-from fusemap.mapper.space.templates import candidate_sizes, config_from_spec
+from fusemap.mapper.space.config import config_from_spec
+from fusemap.mapper.space.tiles import candidate_sizes
 from fusemap.mapper.tiling import rest_bound
 from fusemap.mapper.tiling.rest_bound import Trend, basis_trend
 from fusemap.mapper.tiling.terms import fill_basis, first_basis

@@ -13,11 +13,12 @@ import pytest
 from fusemap.examples import example_path
 from fusemap.mapper import ffm
 from fusemap.mapper.join.dependencies import FusionRules
+from fusemap.mapper.outcome import MapStatistics
 from fusemap.mapper.pmappings import tables
 from fusemap.mapper.pmappings.generate import generate_pmappings
 from fusemap.mapper.pmappings.tables import generate_tables
+from fusemap.mapper.space.config import config_from_spec
 from fusemap.mapper.space.plan import fusion_plan
-from fusemap.mapper.space.templates import config_from_spec
 from fusemap.mapper.tiling import search, suffix
 from fusemap.spec.arch_eval import ArchEvaluator
 from fusemap.spec.resolve import resolve_workload
@@ -44,7 +45,7 @@ def _tables(spec, self_bound):
     wl = resolve_workload(spec)
     arch = ArchEvaluator(spec, wl)
     plan = fusion_plan(wl, ffm._orders(wl, "given", 720, FusionRules.of(wl)))
-    stats = ffm.MapStatistics()
+    stats = MapStatistics()
     return generate_tables(
         spec, wl, arch, "energy", 1, None, stats, plan, None, True, self_bound=self_bound
     )

@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fusemap.mapper.pmappings.generate import generate_pmappings
-from fusemap.mapper.space.templates import config_from_spec
+from fusemap.mapper.space.config import config_from_spec
 from fusemap.mapper.tiling import suffix
 from fusemap.spec.spec import load_spec
 from model_helpers import access, arch, compute_unit, einsum, memory, to_yaml, workload
@@ -178,7 +178,7 @@ def test_a_host_keeps_the_least_energy_for_every_amount_it_may_hold(seed, tmp_pa
     nothing are searched once per amount held (none, or T2), each with its own energy
     ceiling. For each amount, the least energy of the rows that fit beside it is the
     least energy the full front (reservations compared, no ceiling) has there."""
-    from fusemap.mapper.pmappings.generate import held_amounts
+    from fusemap.mapper.pmappings.held import held_amounts
     from fusemap.mapper.space.templates import join_memories
     from fusemap.spec.arch_eval import ArchEvaluator
     from fusemap.spec.resolve import resolve_workload

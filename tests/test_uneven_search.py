@@ -20,7 +20,7 @@ from dataclasses import replace
 import pytest
 
 from fusemap.mapper.pmappings.generate import generate_pmappings
-from fusemap.mapper.space.templates import config_from_spec
+from fusemap.mapper.space.config import config_from_spec
 from fusemap.mapper.tiling import uneven_suffix
 from fusemap.mapper.tiling.rank_tiles import tiles_reaching
 from fusemap.mapper.tiling.spreads import Spreads

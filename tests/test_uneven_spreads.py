@@ -9,12 +9,9 @@ import numpy as np
 import pytest
 
 from fusemap.mapper.pmappings.generate import generate_pmappings
-from fusemap.mapper.space.templates import (
-    MapperConfig,
-    config_from_spec,
-    spatial_choices,
-    trip_counts,
-)
+from fusemap.mapper.space.config import MapperConfig, config_from_spec
+from fusemap.mapper.space.spatial import spatial_choices
+from fusemap.mapper.space.tiles import trip_counts
 from fusemap.mapper.tiling.uneven import spatial_tiles, spread_tiles, virtual_bound
 from fusemap.model.evaluate import evaluate_mapping
 from fusemap.spec.spec import load_spec

@@ -8,8 +8,9 @@ from typing import Annotated
 
 import typer
 
-from ..mapper.ffm import MapOutcome, map_workload
+from ..mapper.ffm import map_workload
 from ..mapper.one_einsum import best_pmapping
+from ..mapper.outcome import MapOutcome
 from ..spec.errors import FusemapError
 from ..spec.spec import Spec
 from .app import (

@@ -28,10 +28,12 @@ import numpy as np
 from ..spec import limits
 from ..spec.resolve import WorkloadInfo
 from ..spec.spec import Spec
-from .join.ffm_join import Bound
-from .pmappings.generate import PmappingTable, generate_pmappings, template_key
+from .join.bound import Bound
+from .pmappings.generate import generate_pmappings
+from .pmappings.table import PmappingTable
+from .space.config import MapperConfig
 from .space.prefix import HOSTING
-from .space.templates import MapperConfig, Template
+from .space.templates import Template, template_key
 from .workers import in_worker, run_tasks
 
 

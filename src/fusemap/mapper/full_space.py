@@ -45,9 +45,11 @@ from ..spec.arch_eval import ArchEvaluator
 from ..spec.resolve import WorkloadInfo
 from ..spec.spec import Spec
 from .deferred_hosting import base_key, merge_tables, renamed_table
-from .pmappings.generate import PmappingTable, empty_table, generate_pmappings, template_key
-from .space.prefix import marked
-from .space.templates import MapperConfig, Template, fused_positions, templates, top_level
+from .pmappings.generate import generate_pmappings
+from .pmappings.table import PmappingTable, empty_table
+from .space.config import MapperConfig
+from .space.prefix import LOOP, Prefix, marked
+from .space.templates import Template, fused_positions, template_key, templates, top_level
 from .tiling.fronts import FrontStore
 from .workers import in_worker, run_tasks
 
@@ -365,12 +367,12 @@ def _search_in_worker(
         return table.take(np.flatnonzero(keep)), len(chosen)
 
 
-def splits_a_variable(prefix: tuple) -> bool:
+def splits_a_variable(prefix: Prefix) -> bool:
     """Whether a fused prefix has two loops over one rank variable."""
     seen: set[str] = set()
-    for token in prefix:
-        if token[0] == "loop":
-            if token[1] in seen:
+    for e in prefix:
+        if e.kind == LOOP:
+            if e.var in seen:
                 return True
-            seen.add(token[1])
+            seen.add(e.var)
     return False

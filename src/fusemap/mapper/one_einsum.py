@@ -12,9 +12,11 @@ from ..spec.errors import FusemapError
 from ..spec.mapping import Mapping
 from ..spec.resolve import resolve_workload
 from ..spec.spec import Spec
-from .pmappings.generate import OBJECTIVES, PmappingTable, generate_pmappings
+from .pmappings.generate import generate_pmappings
+from .pmappings.table import OBJECTIVES, PmappingTable
+from .space.config import config_from_spec
 from .space.feasibility import check_einsum
-from .space.templates import check_bounds, config_from_spec
+from .space.templates import check_bounds
 
 
 def best_pmapping(

@@ -8,7 +8,8 @@ import threading
 import time
 from dataclasses import dataclass
 
-from ..mapper.ffm import MapOutcome, map_workload
+from ..mapper.ffm import map_workload
+from ..mapper.outcome import MapOutcome
 from ..model.evaluate import evaluate_mapping
 from ..model.result import Result
 from ..spec import limits

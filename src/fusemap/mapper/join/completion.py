@@ -1,6 +1,6 @@
 """Least objectives before and after each step of a join, per live compatibility.
 
-A capped join (:class:`fusemap.mapper.join.ffm_join.Bound`) drops a partial mapping whose
+A capped join (:class:`fusemap.mapper.join.bound.Bound`) drops a partial mapping whose
 objective, completed with the least the later Einsums can add, exceeds the cap. The
 least each Einsum costs alone is a weak completion on a long chain: Einsum ``j``'s
 cheapest rows keep its input in one place, Einsum ``j-1``'s cheapest keep that tensor
@@ -27,7 +27,7 @@ import numpy as np
 
 from ...spec.resolve import WorkloadInfo
 from ..distinct import unique_rows
-from ..pmappings.generate import PmappingTable
+from ..pmappings.table import PmappingTable
 from ..space.prefix import Compatibility
 
 Key = tuple[Compatibility, ...]

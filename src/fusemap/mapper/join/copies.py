@@ -42,7 +42,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...spec.resolve import EinsumInfo, WorkloadInfo
-from ..space.prefix import is_spatial
+from ..space.prefix import LOOP, is_spatial
 from ..tiling.gap_orders import lowered_past
 
 
@@ -263,13 +263,13 @@ def _passed(
     uniq, inverse = np.unique(keys, axis=0, return_inverse=True)
     found = np.full(len(uniq), -1, dtype=np.int64)
     for u, (seq, at, count) in enumerate(uniq.tolist()):
-        loops = [t for t in fusion.interner.prefixes[seq] if t[0] == "loop"]  # spatial too
+        loops = [e for e in fusion.interner.prefixes[seq] if e.kind == LOOP]  # spatial too
         if at + count > len(loops):
             continue  # below the prefix: the canonical order
         # A spatial loop in a copy's gap is of a fanout below it: the lowering stops there.
         kinds = [
-            "irrelevant" if is_spatial(t) else info.relevance(tensor, t[1])
-            for t in loops[at : at + count]
+            "irrelevant" if is_spatial(e) else info.relevance(tensor, e.var)
+            for e in loops[at : at + count]
         ]
         found[u] = lowered_past(kinds)
     got = found[inverse.ravel()]

@@ -32,45 +32,29 @@ unless both keep the same copy there: a shared copy (:mod:`.copies`), reserved o
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from ...model.reuse import projection_terms
 from ...spec.arch_eval import ArchEvaluator
 from ...spec.resolve import WorkloadInfo
 from ..pareto import pareto_mask
-from ..pmappings.generate import PmappingTable
-from ..space.prefix import Compatibility
-from ..space.templates import HOSTING, top_memory
-from ..tiling.terms import box_array
-from .completion import Completion, Key, live_key, prefix_compat, relaxed
-from .copies import copy_levels, same_view
+from ..pmappings.table import PmappingTable
+from ..space.templates import top_memory
+from .bound import Bound
+from .completion import Key, live_key
+from .copies import same_view
 from .dependencies import EMPTY, FusionRules, State
-from .exposure import Exposure, OwnCopies, exposures, shared_adds
+from .exposure import Exposure, exposures, shared_adds
+from .pieces import Piece, as_host, table_pieces
 from .rows import Group, join_pairs
+from .tile_bits import CopyBits, HostedTiles, no_copy_bits
 
+GroupKey = tuple[Key, State, Exposure]
+"""A group of partial mappings: live compatibility, dependency state, exposed copies."""
 
-@dataclass
-class _Piece:
-    """The rows of one Einsum's table that share one compatibility, ready to join."""
-
-    rows: np.ndarray  # indices into the Einsum's table
-    compat: dict[str, Compatibility]
-    b_prev: int  # loops shared with the previous Einsum
-    b_next: int  # loops shared with the next Einsum
-    loops: tuple[tuple[str, int], ...]  # the fused prefix's loops, root first
-    shared_adds: list[tuple[str, int, float]]  # (memory, level, bits) of fused backings
-    exposed: dict[str, int] = field(default_factory=dict)
-    """Tensor used by another Einsum -> shallowest open level ``e + 1`` of a private copy
-    of it kept under ``e`` loops (levels deeper than the prefix's loops left out)."""
-    hosting: int | None = None
-    """Loops above the pmapping's virtual hosting holder (None: it has none): what it
-    shares with the users of a tensor it holds tiled, and nothing else."""
-    copies: dict[str, OwnCopies] = field(default_factory=dict)
-    """Tensor used by another Einsum -> its shareable copies (:mod:`.copies`) on levels
-    within the prefix's loops."""
+START: GroupKey = ((), EMPTY, ())
+"""The key of the empty partial mapping, and of the complete ones."""
 
 
 @dataclass
@@ -117,298 +101,149 @@ def join(
     ``rules`` (default: the workload's): the data dependencies fusion must respect
     (:mod:`fusemap.mapper.join.dependencies`); groups are also keyed by their state.
     """
-    rules = rules or FusionRules.of(workload)
-    accessors = {t: [i for i, e in enumerate(order) if t in workload.einsum(e).tensors]
-                 for t in workload.tensors}  # fmt: skip
+    along = JoinOrder.of(order, tables, workload, arch, memories, rules)
     stats = JoinStats()
-    top = top_memory(arch, order[0])
-    hosted = _Hosted(tables, workload, arch, accessors, order, memories)
-    shareable = same_view(workload, accessors, order)
-    copy_bits: dict[tuple, float] = {}
-    groups: dict[tuple[Key, State, Exposure], Group] = {
-        ((), EMPTY, ()): Group(
-            np.zeros(1), np.zeros(1), np.zeros((1, 0), dtype=np.int64),
-            {m: np.zeros((1, 0)) for m in memories}, {m: np.zeros((1, 1)) for m in memories},
-        )
-    }  # fmt: skip
+    groups: dict[GroupKey, Group] = {START: _empty_group(memories)}
     for j, name in enumerate(order):
         allowed = bound.allowed(tables[name], j) if bound is not None else None
-        fusion = tables[name].fusion
-        assert fusion is not None, "the join needs pmappings generated with fusion on"
-        uses = set(workload.einsum(name).tensors)
-        # Tensors exchanged with earlier Einsums that may be fused (the others are backed
-        # in the top memory by every pmapping, so they are always compatible).
-        earlier = sorted(t for t in fusion.shared if accessors[t][0] < j)
-        wanted = {
-            tuple(live[t] for t in earlier)
-            for live in ({c.tensor: c for c in key} for key, _, _ in groups)
-            if all(t in live for t in earlier)
-        }
-        pieces = _pieces(j, order, tables[name], workload, arch, accessors, memories, allowed,
-                         (earlier, wanted), shareable)  # fmt: skip
-        by_match: dict[tuple, list[_Piece]] = {}
-        for p in pieces:
-            by_match.setdefault(tuple(p.compat[t] for t in earlier), []).append(p)
-        pairs: list[tuple[Group, _Piece]] = []
-        dest: list[tuple[Key, State, Exposure]] = []
-        adds: list[list[tuple[str, int, float]]] = []
-        live_keys: dict[tuple, Key] = {}
-        for (key, state, exposure), g in groups.items():
-            live = {c.tensor: c for c in key}
-            if any(t not in live for t in earlier):
-                continue
-            held = [c for c in key if c.tensor not in uses and c.backing != top]
-            for p in by_match.get(tuple(live[t] for t in earlier), []):
-                p = _as_host(p, held)
-                if p is None:
-                    continue  # does not share the loops of a tensor it holds tiled
-                nstate = rules.step(order, j, state, p.loops, p.b_prev, p.b_next)
-                if nstate is None:
-                    continue  # would read a value not yet complete (dependencies.py)
-                bits_of = (
-                    _CopyBits(copy_bits, tables[name], p.loops, workload, arch, memories)
-                    if p.copies
-                    else _no_bits
-                )
-                options = exposures(exposure, p, j, uses, accessors, bits_of)
-                if not options:
-                    continue  # a copy of a tensor on another user's path (module doc)
-                lk = (key, id(p.compat))  # p.compat: one dict per prefix, alive all step
-                if lk not in live_keys:
-                    live_keys[lk] = live_key(live, p.compat, j, accessors)
-                own = p.shared_adds + hosted.adds(held, p.b_prev)
-                if p.copies:
-                    own = own + shared_adds(exposure, p, uses, bits_of)
-                for nexposure, counted in options:  # counted: shared copies it lies between
-                    pairs.append((g, p))
-                    dest.append((live_keys[lk], nstate, nexposure))
-                    adds.append(own + counted)
+        pairs, dest, adds = along.pairs(j, groups, along.pieces(j, groups, allowed))
         joined = join_pairs(pairs, dest, tables[name], memories, adds)
         if bound is not None:  # before pruning: the cut rows need not be compared
-            before = sum(len(g.energy) for g in joined.values())
-            joined = {
-                k: g for k, g in ((k, bound.keep(g, j, k[0])) for k, g in joined.items()) if g
-            }
-            stats.rows_bounded.append(before - sum(len(g.energy) for g in joined.values()))
+            joined = _bounded(joined, bound, j, stats)
         groups = _prune(joined, objective, epsilon)
         stats.groups.append(len(groups))
         stats.group_pairs.append(len(pairs))
         stats.rows_joined.append(sum(len(g.energy) * len(p.rows) for g, p in pairs))
         stats.rows_kept.append(sum(len(g.energy) for g in groups.values()))
-    final = groups.get(((), EMPTY, ()))
+    final = groups.get(START)
     if final is None:
         empty = np.zeros(0)
         return Joined(order, empty, empty, np.zeros((0, len(order)), dtype=np.int64), stats)
     return Joined(order, final.energy, final.latency, final.picks, stats)
 
 
-def _pieces(
-    j,
-    order,
-    table,
-    workload,
-    arch,
-    accessors,
-    memories,
-    allowed=None,
-    match=None,
-    shareable: set | frozenset = frozenset(),
-) -> list[_Piece]:
-    """Group one table's rows by compatibility and work out their place in the order
-    (only the ``allowed`` rows, when given; with ``match = (tensors, wanted)``, only the
-    rows whose compatibility on ``tensors`` is in ``wanted``: the others join no group)."""
-    fusion = table.fusion
-    assert fusion is not None, "the join needs pmappings generated with fusion on"
-    info = workload.einsum(order[j])
-    multi = sorted(t for t in info.tensors if len(accessors[t]) > 1)
-    later = {t for t in multi if accessors[t][0] < j}
-    seqs, first, inverse = np.unique(fusion.seq, return_index=True, return_inverse=True)
-    inverse = inverse.ravel()
-    rows = np.arange(len(inverse)) if allowed is None else np.flatnonzero(allowed)
-    if len(rows) == 0:
-        return []
-    needed = np.unique(inverse[rows])
-    if match is not None:
-        tensors, wanted = frozenset(match[0]), match[1]
-        joins = [
-            tuple(c for c in prefix_compat(table, int(seqs[k])) if c.tensor in tensors) in wanted
-            for k in needed.tolist()
-        ]
-        needed = needed[np.array(joins, dtype=bool)]
-        rows = rows[np.isin(inverse[rows], needed)]
-        if len(rows) == 0:
-            return []
-    copies = copy_levels(table, workload, multi, set(shareable), later, rows)
-    bits_of: dict[tuple, float] = {}  # fused tile bits by tensor, memory and tile shape
-    # Per fused prefix with a row to join (a capped join allows few): its place in the order.
-    meta = {
-        int(k): _prefix_place(j, int(seqs[k]), table, info, arch, workload, accessors,
-                              memories, bits_of)
-        for k in needed.tolist()
-    }  # fmt: skip
-    # Rows whose own copies of tensors used elsewhere sit on different open levels join
-    # differently: one piece per (prefix, pattern of those levels, deeper ones left out).
-    deepest = np.zeros(len(seqs), dtype=np.int64)
-    for k, m in meta.items():
-        deepest[k] = len(m[3])
-    row_deepest = deepest[inverse[rows]]
-    levels = np.concatenate([copies.private[:, rows], copies.shared[:, rows]])
-    pattern = np.where(levels <= row_deepest, levels, 0)  # (tensors + shared copies, rows)
-    n_shared = len(copies.shared_keys)
-    depths = np.where(pattern[len(multi) :] > 0, copies.depth[:, rows], 0)
-    ranks = np.where(pattern[len(multi) :] > 0, copies.rank[:, rows], 0)
-    pattern = np.concatenate([pattern, depths, ranks])
-    rank = np.empty(len(seqs), dtype=np.int64)  # prefixes in order of their first row
-    rank[np.argsort(first, kind="stable")] = np.arange(len(seqs))
-    piece = _lexicographic_ids(np.concatenate([rank[inverse[rows]][None, :], pattern]))
-    order_rows = np.argsort(piece, kind="stable")  # each piece's rows stay in order
-    rows, pattern, piece = rows[order_rows], pattern[:, order_rows], piece[order_rows]
-    starts = np.flatnonzero(np.diff(piece, prepend=-1))
-    out = []
-    n_private = len(multi)
-    for s0, idx in zip(starts.tolist(), np.split(rows, starts[1:]), strict=True):
-        compat, b_prev, b_next, loops, adds, hosting = meta[inverse[idx[0]]]
-        pat = pattern[:, s0].tolist()
-        exposed = {t: e for t, e in zip(multi, pat[:n_private], strict=True) if e > 0}
-        shared: dict[str, list[tuple[int, str, int, int]]] = {}
-        lv = pat[n_private : n_private + n_shared]
-        dp = pat[n_private + n_shared : n_private + 2 * n_shared]
-        rk = pat[n_private + 2 * n_shared :]
-        for (t, mem), e, d, r in zip(copies.shared_keys, lv, dp, rk, strict=True):
-            if e > 0:
-                shared.setdefault(t, []).append((e, mem, d, r))
-        cps = {t: tuple(sorted(v)) for t, v in shared.items()}
-        out.append(_Piece(idx, compat, b_prev, b_next, loops, adds, exposed, hosting, cps))
-    return out
+def _empty_group(memories: dict[str, float]) -> Group:
+    """The one partial mapping of no Einsum: nothing spent, nothing reserved."""
+    return Group(
+        np.zeros(1), np.zeros(1), np.zeros((1, 0), dtype=np.int64),
+        {m: np.zeros((1, 0)) for m in memories}, {m: np.zeros((1, 1)) for m in memories},
+    )  # fmt: skip
 
 
-def _lexicographic_ids(columns: np.ndarray) -> np.ndarray:
-    """(rows,) for a (keys, rows) array of non-negative integers: ids in the
-    lexicographic order of the rows' keys (first key major); one int64 key when the mixed
-    radix fits (the usual case, much faster than a unique over rows)."""
-    radix = [int(c.max()) + 1 if c.size else 1 for c in columns]
-    if float(np.prod(np.array(radix, dtype=np.float64))) < 2.0**62:
-        key = np.zeros(columns.shape[1], dtype=np.int64)
-        for c, r in zip(columns, radix, strict=True):
-            key = key * r + c
-        return key
-    _, ids = np.unique(columns.T, axis=0, return_inverse=True)
-    return ids.ravel()
-
-
-def _prefix_place(j, seq, table, info, arch, workload, accessors, memories, bits_of) -> tuple:
-    """One fused prefix's compatibility and place in the order: (compat, b_prev, b_next,
-    loops, fused backing reservations, loops above its hosting mark or None)."""
-    fusion = table.fusion
-    compat = {c.tensor: c for c in prefix_compat(table, seq)}
-    fused = {t: c for t, c in compat.items() if c.backing != fusion.top[t]}
-    b_prev = max((c.depth for t, c in fused.items() if accessors[t][0] < j), default=0)
-    b_next = max((c.depth for t, c in fused.items() if accessors[t][-1] > j), default=0)
-    adds = []
-    for t, c in fused.items():
-        users = accessors[t]
-        # b_prev over *all* fused tensors: a tile the previous Einsum already holds
-        # open under loop depth + 1 is not reserved again.
-        if c.backing in memories and (users[0] == j or b_prev < c.depth + 1):
-            # A fused tile is reserved once per run of users sharing the loop below it.
-            tile = (t, c.backing, tuple(sorted(dict(c.loops).items())))  # innermost
-            if tile not in bits_of:
-                bits_of[tile] = _backing_bits(info, t, c, table, arch, workload)
-            adds.append((c.backing, c.depth + 1, bits_of[tile]))
-    tokens = fusion.interner.prefixes[seq]
-    loops = tuple((t[1], t[2]) for t in tokens if t[0] == "loop")
-    mark = next((k for k, t in enumerate(tokens) if t[0] == "back" and t[1] == HOSTING), None)
-    hosting = None if mark is None else sum(t[0] == "loop" for t in tokens[:mark])
-    return compat, b_prev, b_next, loops, adds, hosting
-
-
-def _as_host(p: _Piece, held: list[Compatibility]) -> _Piece | None:
-    """``p`` as the pmapping of an Einsum between users of the ``held`` tensors, or None.
-
-    A tensor held tiled under loops ``L`` needs the Einsums between its users to share
-    ``L``: the pmapping's first loops are ``L`` and it shares at least that many loops
-    with both neighbours. A pmapping with a virtual hosting holder exposes its loops
-    above it only for that, so it serves exactly when the deepest such ``L`` is all
-    they are (another depth has its own pmapping, the holder placed there)."""
-    need = max((c.depth for c in held), default=0)
-    if need == 0:
-        return p if p.hosting is None else None
-    if p.hosting is not None and p.hosting != need:
-        return None
-    if len(p.loops) < need or any(p.loops[: c.depth] != c.loops for c in held if c.depth):
-        return None
-    if p.b_prev >= need and p.b_next >= need:
-        return p
-    return replace(p, b_prev=max(p.b_prev, need), b_next=max(p.b_next, need))
+def _bounded(joined: dict, bound: Bound, j: int, stats: JoinStats) -> dict:
+    """The groups' rows that may still reach the bound (the count of those cut in
+    ``stats``)."""
+    before = sum(len(g.energy) for g in joined.values())
+    joined = {k: g for k, g in ((k, bound.keep(g, j, k[0])) for k, g in joined.items()) if g}
+    stats.rows_bounded.append(before - sum(len(g.energy) for g in joined.values()))
+    return joined
 
 
 @dataclass
-class _Hosted:
-    """Fused tensors of other Einsums held while an Einsum runs (it lies between their
-    users): each is reserved again, at the level under its loops, by every Einsum of its
-    live range that does not share that level with the one before."""
+class JoinOrder:
+    """What every step of the join along one order reads: the tables, where each tensor's
+    users are in the order, and the caches of reserved bits."""
 
+    order: list[str]
     tables: dict[str, PmappingTable]
     workload: WorkloadInfo
     arch: ArchEvaluator
-    accessors: dict[str, list[int]]
-    order: list[str]
     memories: dict[str, float]
-    bits: dict[Compatibility, float] = field(default_factory=dict)
+    rules: FusionRules
+    accessors: dict[str, list[int]]  # tensor -> positions in the order of its users
+    top: str  # the top memory
+    hosted: HostedTiles
+    shareable: set  # tensors whose copies the users may share (:func:`.copies.same_view`)
+    copy_bits: dict[tuple, float]
 
-    def adds(self, held: list[Compatibility], b_prev: int) -> list[tuple[str, int, float]]:
-        """(memory, level, bits) of the ``held`` tiles this Einsum reserves again."""
-        out = []
-        for c in held:
-            if c.backing not in self.memories or b_prev >= c.depth + 1:
+    @classmethod
+    def of(cls, order, tables, workload, arch, memories, rules) -> JoinOrder:
+        """The join of ``tables`` along ``order`` (``rules``: None for the workload's)."""
+        rules = rules or FusionRules.of(workload)
+        accessors = {t: [i for i, e in enumerate(order) if t in workload.einsum(e).tensors]
+                     for t in workload.tensors}  # fmt: skip
+        top = top_memory(arch, order[0])
+        hosted = HostedTiles(tables, workload, arch, accessors, order, memories)
+        shareable = same_view(workload, accessors, order)
+        return cls(
+            order, tables, workload, arch, memories, rules, accessors, top, hosted, shareable, {}
+        )
+
+    def pieces(
+        self, j: int, groups: dict[GroupKey, Group], allowed: np.ndarray | None
+    ) -> tuple[list[str], dict[tuple, list[Piece]]]:
+        """The ``j``-th Einsum's pieces (its ``allowed`` rows) that may join a group, by
+        their compatibility on the tensors exchanged with earlier Einsums (the sorted
+        names, first)."""
+        table = self.tables[self.order[j]]
+        fusion = table.fusion
+        assert fusion is not None, "the join needs pmappings generated with fusion on"
+        # Tensors exchanged with earlier Einsums that may be fused (the others are backed
+        # in the top memory by every pmapping, so they are always compatible).
+        earlier = sorted(t for t in fusion.shared if self.accessors[t][0] < j)
+        wanted = {
+            tuple(live[t] for t in earlier)
+            for live in ({c.tensor: c for c in key} for key, _, _ in groups)
+            if all(t in live for t in earlier)
+        }
+        pieces = table_pieces(j, self.order, table, self.workload, self.arch, self.accessors,
+                              self.memories, allowed, (earlier, wanted), self.shareable)  # fmt: skip
+        by_match: dict[tuple, list[Piece]] = {}
+        for p in pieces:
+            by_match.setdefault(tuple(p.compat[t] for t in earlier), []).append(p)
+        return earlier, by_match
+
+    def pairs(
+        self,
+        j: int,
+        groups: dict[GroupKey, Group],
+        matching: tuple[list[str], dict[tuple, list[Piece]]],
+    ) -> tuple[list[tuple[Group, Piece]], list[GroupKey], list[list[tuple[str, int, float]]]]:
+        """Each group with each piece it may join (``matching``: from :meth:`pieces`):
+        the pairs, the key of the group each forms, and the (memory, level, bits) it
+        reserves besides its rows' own."""
+        earlier, by_match = matching
+        name = self.order[j]
+        uses = set(self.workload.einsum(name).tensors)
+        pairs: list[tuple[Group, Piece]] = []
+        dest: list[GroupKey] = []
+        adds: list[list[tuple[str, int, float]]] = []
+        live_keys: dict[tuple, Key] = {}
+        for (key, state, exposure), g in groups.items():
+            live = {c.tensor: c for c in key}
+            if any(t not in live for t in earlier):
                 continue
-            if c not in self.bits:
-                user = self.order[self.accessors[c.tensor][0]]
-                info = self.workload.einsum(user)
-                self.bits[c] = _backing_bits(
-                    info, c.tensor, c, self.tables[user], self.arch, self.workload
-                )
-            out.append((c.backing, c.depth + 1, self.bits[c]))
-        return out
+            held = [c for c in key if c.tensor not in uses and c.backing != self.top]
+            for p in by_match.get(tuple(live[t] for t in earlier), []):
+                p = as_host(p, held)
+                if p is None:
+                    continue  # does not share the loops of a tensor it holds tiled
+                nstate = self.rules.step(self.order, j, state, p.loops, p.b_prev, p.b_next)
+                if nstate is None:
+                    continue  # would read a value not yet complete (dependencies.py)
+                bits_of = self._copy_bits(name, p)
+                options = exposures(exposure, p, j, uses, self.accessors, bits_of)
+                if not options:
+                    continue  # a copy of a tensor on another user's path (module doc)
+                lk = (key, id(p.compat))  # p.compat: one dict per prefix, alive all step
+                if lk not in live_keys:
+                    live_keys[lk] = live_key(live, p.compat, j, self.accessors)
+                own = p.shared_adds + self.hosted.adds(held, p.b_prev)
+                if p.copies:
+                    own = own + shared_adds(exposure, p, uses, bits_of)
+                for nexposure, counted in options:  # counted: shared copies it lies between
+                    pairs.append((g, p))
+                    dest.append((live_keys[lk], nstate, nexposure))
+                    adds.append(own + counted)
+        return pairs, dest, adds
 
-
-def _no_bits(tensor: str, memory: str, depth: int) -> float:
-    """A piece without shareable copies is never asked for their bits."""
-    raise AssertionError("no copies")
-
-
-@dataclass
-class _CopyBits:
-    """The reservation of a piece's copy of a tensor under its first ``depth`` loops (0 in
-    a memory whose usage is not tracked), cached per Einsum and tile."""
-
-    cache: dict[tuple, float]
-    table: PmappingTable
-    loops: tuple[tuple[str, int], ...]
-    workload: WorkloadInfo
-    arch: ArchEvaluator
-    memories: dict[str, float]
-
-    def __call__(self, tensor: str, memory: str, depth: int) -> float:
-        if memory not in self.memories:
-            return 0.0
-        c = Compatibility(tensor, memory, self.loops[:depth])
-        key = (self.table.einsum, c)
-        if key not in self.cache:
-            info = self.workload.einsum(self.table.einsum)
-            self.cache[key] = _backing_bits(info, tensor, c, self.table, self.arch, self.workload)
-        return self.cache[key]
-
-
-def _backing_bits(info, tensor: str, c: Compatibility, table: PmappingTable, arch, workload):
-    """Bits of a fused tensor's tile at its backing node (under its shared loops)."""
-    sizes = {v: np.array([info.bounds[v]]) for v in info.rank_variables}
-    for var, tile in c.loops:
-        sizes[var] = np.array([tile])
-    values = float(box_array(projection_terms(info, tensor), sizes)[0])
-    res = table.results[0].template
-    comp = arch.flat(info.name, res.compute).component(c.backing)
-    return values * comp.value_bits(tensor, workload.tensors[tensor].bits_per_value)
+    def _copy_bits(self, name: str, p: Piece):
+        """The bits of ``p``'s shareable copies (:class:`.tile_bits.CopyBits`)."""
+        if not p.copies:
+            return no_copy_bits
+        return CopyBits(
+            self.copy_bits, self.tables[name], p.loops, self.workload, self.arch, self.memories
+        )
 
 
 def _prune(merged: dict[tuple, Group], objective: str, epsilon: float = 0.0) -> dict:
@@ -446,93 +281,3 @@ def _prune(merged: dict[tuple, Group], objective: str, epsilon: float = 0.0) -> 
         mask = keep[end - n : end]
         out[k] = g if mask.all() else g.take(mask)
     return out
-
-
-@dataclass
-class Bound:
-    """The cut of a bounded join: a partial mapping whose objective, completed with the
-    least every later Einsum can add, is worse than ``best`` cannot reach a mapping of
-    objective at most ``best``; nor can a pmapping whose objective, completed with the
-    least the other Einsums can add around it, is worse. Exact for every mapping within
-    ``best``: objectives only add up along the order, and a row that dominates another
-    (no worse in energy and latency) is never cut when the other is kept.
-
-    The least added is each Einsum's best row alone, or, with ``completion``, the relaxed
-    join's least from the live compatibility reached (:mod:`.completion`): tighter on long
-    chains, where the best rows of neighbours disagree on the tensor between them."""
-
-    objective: str  # energy | latency | edp
-    best: float
-    least_energy: np.ndarray  # [j]: least energy of the j-th Einsum of the order
-    least_latency: np.ndarray
-    floor: float = 0.0  # a lower bound of the objective known besides
-    completion: Completion | None = None
-
-    @classmethod
-    def of(cls, objective, best, order, tables, workload: WorkloadInfo | None = None) -> Bound:
-        """The bound for ``order``, knowing (or trying) an objective value ``best``
-        (with the ``workload``, completed by the relaxed join)."""
-        e = np.array([float(tables[n].energy.min()) for n in order])
-        lat = np.array([float(tables[n].latency.min()) for n in order])
-        bound = cls(objective, best, e, lat)
-        if workload is not None:
-            # The rows the plain bound allows are all a mapping within ``best`` may use.
-            rows = None
-            if math.isfinite(best):
-                rows = [bound.allowed(tables[n], j) for j, n in enumerate(order)]
-            bound.completion = relaxed(order, tables, workload, rows)
-        if objective == "edp":  # some row of each Einsum is in the mapping
-            bound.floor = max(
-                float(bound._value(*bound._completed(tables[n], j)).min())
-                for j, n in enumerate(order)
-            )
-        return bound
-
-    def _value(self, energy, latency):
-        if self.objective == "energy":
-            return energy
-        return latency if self.objective == "latency" else energy * latency
-
-    def lowest(self) -> float:
-        """A lower bound of the objective: the least of every Einsum together."""
-        if self.completion is not None:
-            together = float(self._value(*self.completion.lowest))
-        else:
-            together = float(self._value(self.least_energy.sum(), self.least_latency.sum()))
-        return max(together, self.floor)
-
-    def _completed(self, table, j: int) -> tuple[np.ndarray, np.ndarray]:
-        """Each row of the ``j``-th Einsum's table with the least of the others."""
-        if self.completion is not None:
-            around = self.completion.around[j]
-            return table.energy + around[:, 0], table.latency + around[:, 1]
-        energy = table.energy + (self.least_energy.sum() - self.least_energy[j])
-        latency = table.latency + (self.least_latency.sum() - self.least_latency[j])
-        return energy, latency
-
-    def _within(self, value) -> np.ndarray:
-        return value <= self.best * (1 + 1e-9)
-
-    def keep(self, g: Group, j: int, key: Key) -> Group | None:
-        """The rows of ``g`` (after Einsum ``j``, live compatibility ``key``) that may
-        still reach ``best``."""
-        if self.completion is not None:
-            rest_energy, rest_latency = self.completion.rest(j + 1, key)
-        else:
-            rest_energy = self.least_energy[j + 1 :].sum()
-            rest_latency = self.least_latency[j + 1 :].sum()
-        keep = self._within(self._value(g.energy + rest_energy, g.latency + rest_latency))
-        if keep.all():
-            return g
-        return g.take(keep) if keep.any() else None
-
-    def energy_allowance(self, j: int) -> float:
-        """Energy objective: the most a pmapping of the ``j``-th Einsum may cost in a
-        mapping within ``best`` (the others at their least alone)."""
-        rest = float(self.least_energy.sum() - self.least_energy[j])
-        return self.best * (1 + 1e-9) - rest
-
-    def allowed(self, table: PmappingTable, j: int) -> np.ndarray:
-        """The rows of the ``j``-th Einsum's table that may be part of a mapping within
-        ``best``."""
-        return self._within(self._value(*self._completed(table, j)))

@@ -35,7 +35,7 @@ class Group:
 
 
 class PieceLike(Protocol):
-    """What joining needs of a piece (:class:`fusemap.mapper.join.ffm_join._Piece`)."""
+    """What joining needs of a piece (:class:`fusemap.mapper.join.pieces.Piece`)."""
 
     rows: np.ndarray
     b_prev: int

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..space.prefix import PrefixInterner
+from ..space.prefix import Prefix, PrefixInterner
 from ..tiling.result import TemplateResult
 
 
@@ -34,9 +34,9 @@ class RenamedPrefixes(Sequence):
     """Another interner's prefixes with tensor and rank variable names replaced, each
     renamed once, when looked at: the join looks at the few prefixes its cap allows."""
 
-    def __init__(self, base: Sequence[tuple], tensors: dict[str, str], var: dict[str, str]):
+    def __init__(self, base: Sequence[Prefix], tensors: dict[str, str], var: dict[str, str]):
         self._base, self._tensors, self._var = base, tensors, var
-        self._done: dict[int, tuple] = {}
+        self._done: dict[int, Prefix] = {}
 
     def __len__(self) -> int:
         return len(self._base)
@@ -47,9 +47,7 @@ class RenamedPrefixes(Sequence):
         got = self._done.get(i)
         if got is None:
             t, v = self._tensors, self._var
-            got = self._done[i] = tuple(
-                (k, t[a], b) if k == "back" else (k, v.get(a, a), b) for k, a, b in self._base[i]
-            )
+            got = self._done[i] = tuple(e.renamed(t, v) for e in self._base[i])
         return got
 
 

@@ -12,16 +12,17 @@ from ...spec.arch_eval import ArchEvaluator
 from ...spec.resolve import WorkloadInfo
 from ...spec.spec import Spec
 from ..deferred_hosting import DeferredHosting
+from ..space.config import MapperConfig, config_from_spec
 from ..space.plan import FusionPlan
 from ..space.prefix import marked
-from ..space.templates import MapperConfig, config_from_spec
 from ..tiling.fronts import FrontStore
 from ..workers import in_worker, spread
-from .generate import PmappingTable, generate_pmappings
+from .generate import generate_pmappings
 from .signature import einsum_signature, tensor_renaming, variable_renaming
+from .table import PmappingTable
 
 if TYPE_CHECKING:
-    from ..ffm import MapStatistics
+    from ..outcome import MapStatistics
 
 Progress = Callable[[str, int, int], None]
 

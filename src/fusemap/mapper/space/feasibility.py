@@ -14,7 +14,8 @@ import math
 from ...spec.arch_eval import ArchEvaluator, FlatArch
 from ...spec.errors import FusemapError
 from ...spec.resolve import EinsumInfo, WorkloadInfo
-from .templates import compute_units, min_usage_fallbacks
+from .spatial import min_usage_fallbacks
+from .templates import compute_units
 
 
 def check_einsum(
@@ -22,7 +23,7 @@ def check_einsum(
 ) -> list[str]:
     """Raise a :class:`FusemapError` naming what no mapping of ``info`` can meet; return
     the notes the mapper should print (``min_usage`` fallbacks; ``spread_bound``: the
-    mapper's :attr:`~fusemap.mapper.space.templates.MapperConfig.spread_bound`)."""
+    mapper's :attr:`~fusemap.mapper.space.config.MapperConfig.spread_bound`)."""
     units = compute_units(info, arch)
     if not units:
         raise FusemapError(

@@ -1,11 +1,17 @@
 """Fused prefixes: the loops and fused backing nodes at the top of a pmapping.
 
 A pmapping's *fused prefix* is the sequence, from the root down to its deepest fused
-backing node, of loops ``("loop", var, tile)`` and fused backing nodes
-``("back", tensor, memory)``. A spatial loop's tile is a :class:`SpatialTile`, which
-names its fanout too. It fixes the pmapping's compatibility (FFM §4): for each
-shared tensor, the memory that backs it and the loops above that node. The tile-shape
-search interns prefixes as integers so it can keep rows of different prefixes apart.
+backing node, of loops (:class:`LoopEntry`) and fused backing nodes
+(:class:`BackingEntry`); while a template is searched, also of its own storage nodes
+among those loops (:class:`MarkEntry`). A spatial loop's tile is a
+:class:`SpatialTile`, which names its fanout too. It fixes the pmapping's
+compatibility (FFM §4): for each shared tensor, the memory that backs it and the loops
+above that node. The tile-shape search interns prefixes as integers so it can keep rows
+of different prefixes apart.
+
+Entries are named tuples whose first field is their kind (``"loop"``, ``"back"``,
+``"mark"``): they hash, compare and sort as the plain tuples ``(kind, ...)`` they are,
+and the interner turns such plain tuples into entries (:func:`as_entries`).
 """
 
 from __future__ import annotations
@@ -15,18 +21,22 @@ from typing import NamedTuple
 
 import numpy as np
 
-Token = tuple
-
 HOSTING = "@hosting"
 """Tensor name of the virtual hosting holder (:mod:`fusemap.mapper.space.templates`): the loops
 above it are shared with the users of a tensor held tiled across the Einsum."""
 
 
+LOOP = "loop"
+"""Kind of a :class:`LoopEntry`."""
+
+BACK = "back"
+"""Kind of a :class:`BackingEntry`."""
+
 MARK = "mark"
-"""Token kind of a pmapping's own storage node among its fused loops, kept in a
-prefix only while its template is searched and its loop orders are added (rows that
-place the same loops differently around the node are then never compared); the
-tables' prefixes have none (:meth:`PrefixInterner.unmarked`)."""
+"""Kind of a :class:`MarkEntry`: a pmapping's own storage node among its fused loops,
+kept in a prefix only while its template is searched and its loop orders are added
+(rows that place the same loops differently around the node are then never compared);
+the tables' prefixes have none (:meth:`PrefixInterner.unmarked`)."""
 
 
 class SpatialTile(int):
@@ -76,9 +86,86 @@ def loops_text(loops) -> str:
     )
 
 
-def is_spatial(token: Token) -> bool:
-    """Whether a prefix token is a spatial loop."""
-    return token[0] == "loop" and isinstance(token[2], SpatialTile)
+class LoopEntry(NamedTuple):
+    """A loop of a fused prefix: over rank variable ``var``, leaving ``tile`` (a
+    :class:`SpatialTile` for a spatial loop)."""
+
+    kind: str  # LOOP
+    var: str
+    tile: int
+
+    @classmethod
+    def of(cls, var: str, tile: int) -> LoopEntry:
+        """The loop over ``var`` leaving ``tile``."""
+        return cls(LOOP, var, tile)
+
+    def renamed(self, tensors: dict[str, str], variables: dict[str, str]) -> LoopEntry:
+        """The same loop in an identical Einsum with other names."""
+        return self._replace(var=variables.get(self.var, self.var))
+
+
+class BackingEntry(NamedTuple):
+    """A fused backing node of a prefix: shared ``tensor`` backed in ``memory`` (or the
+    virtual hosting holder, tensor :data:`HOSTING`)."""
+
+    kind: str  # BACK
+    tensor: str
+    memory: str
+
+    @classmethod
+    def of(cls, tensor: str, memory: str) -> BackingEntry:
+        """The node backing ``tensor`` in ``memory``."""
+        return cls(BACK, tensor, memory)
+
+    def renamed(self, tensors: dict[str, str], variables: dict[str, str]) -> BackingEntry:
+        """The same node in an identical Einsum with other names."""
+        return self._replace(tensor=tensors[self.tensor])
+
+
+class MarkEntry(NamedTuple):
+    """A pmapping's own storage node among its fused loops: ``tensor`` kept in
+    ``memory`` (see :data:`MARK`)."""
+
+    kind: str  # MARK
+    tensor: str
+    memory: str
+
+    @classmethod
+    def of(cls, tensor: str, memory: str) -> MarkEntry:
+        """The own node of ``tensor`` in ``memory``."""
+        return cls(MARK, tensor, memory)
+
+    def renamed(self, tensors: dict[str, str], variables: dict[str, str]) -> MarkEntry:
+        """The same node in an identical Einsum with other names."""
+        return self._replace(tensor=tensors.get(self.tensor, self.tensor))
+
+
+Entry = LoopEntry | BackingEntry | MarkEntry
+"""One entry of a fused prefix."""
+
+Prefix = tuple[Entry, ...]
+"""A fused prefix, root first."""
+
+_ENTRY_TYPES = {LOOP: LoopEntry, BACK: BackingEntry, MARK: MarkEntry}
+
+
+def as_entries(prefix: tuple) -> Prefix:
+    """``prefix`` with each plain ``(kind, ...)`` tuple made its typed entry (equal to
+    it: the same hash, order and comparisons)."""
+    if all(type(e) is not tuple for e in prefix):
+        return prefix
+    return tuple(e if type(e) is not tuple else _ENTRY_TYPES[e[0]](*e) for e in prefix)
+
+
+def is_hosting(entry: Entry) -> bool:
+    """Whether ``entry`` is the virtual hosting holder (a backing node of
+    :data:`HOSTING`)."""
+    return entry.kind == BACK and entry.tensor == HOSTING
+
+
+def is_spatial(entry: Entry) -> bool:
+    """Whether a prefix entry is a spatial loop."""
+    return entry.kind == LOOP and isinstance(entry.tile, SpatialTile)
 
 
 def marked(template) -> bool:
@@ -86,27 +173,32 @@ def marked(template) -> bool:
     return any(h.virtual and h.tensor == HOSTING for h in template.holders)
 
 
-def canonical(prefix: tuple[Token, ...]) -> tuple[Token, ...]:
+def canonical(prefix: tuple) -> Prefix:
     """``prefix`` with each hosting mark first in its run of adjacent backing nodes.
 
     The mark is no storage node: all it says is how many loops lie above it, which its
     place within a run of nodes (no loop between them) does not change. Templates that
     place it at each point of one run give the same pmappings; one prefix keeps them in
     one group (pruned together) instead of many."""
-    if not any(t[0] == "back" and t[1] == HOSTING for t in prefix):
+    prefix = as_entries(prefix)
+    if not any(is_hosting(e) for e in prefix):
         return prefix
-    out: list[Token] = []
-    run: list[Token] = []
-    for t in (*prefix, ("end",)):
-        if t[0] == "back":
-            run.append(t)
+    out: list[Entry] = []
+    run: list[Entry] = []  # adjacent backing nodes
+    for e in prefix:
+        if e.kind == BACK:
+            run.append(e)
             continue
-        run.sort(key=lambda x: x[1] != HOSTING)  # stable: the others keep their order
-        out += run
+        out += _mark_first(run)
         run = []
-        if t[0] != "end":
-            out.append(t)
-    return tuple(out)
+        out.append(e)
+    return tuple(out + _mark_first(run))
+
+
+def _mark_first(run: list[Entry]) -> list[Entry]:
+    """A run of backing nodes with the hosting mark first (the others keep their
+    order)."""
+    return sorted(run, key=lambda e: not is_hosting(e))
 
 
 class Compatibility(NamedTuple):
@@ -127,45 +219,43 @@ class PrefixInterner:
     """Integer ids for fused prefixes (id 0 is the empty prefix)."""
 
     def __init__(self) -> None:
-        self.prefixes: list[tuple[Token, ...]] = [()]
-        self._ids: dict[tuple[Token, ...], int] = {(): 0}
-        self._children: dict[tuple[int, int], int] = {}  # (parent, tokens' id) -> id
-        self._token_ids: dict[tuple[Token, ...], int] = {}  # tuples hash slowly: ids once
+        self.prefixes: list[Prefix] = [()]
+        self._ids: dict[Prefix, int] = {(): 0}
+        self._children: dict[tuple[int, int], int] = {}  # (parent, entries' id) -> id
+        self._entry_ids: dict[tuple, int] = {}  # tuples hash slowly: ids once
 
     def __getstate__(self) -> dict:
         # caches: not worth sending to the parent
         caches = ("_loops", "_settled", "_unmarked")
-        fresh = {"_children": {}, "_token_ids": {}}
+        fresh = {"_children": {}, "_entry_ids": {}}
         return {k: v for k, v in self.__dict__.items() if k not in caches} | fresh
 
-    def intern(self, prefix: tuple[Token, ...]) -> int:
+    def intern(self, prefix: tuple) -> int:
         """The id of ``prefix`` (new ids for new prefixes; see :func:`canonical`)."""
         return self._intern_canonical(canonical(prefix))
 
     def loop_counts(self, ids: np.ndarray) -> np.ndarray:
         """Number of loops of each prefix ``ids``."""
-        return self._per_prefix("_loops", ids, lambda t: sum(x[0] == "loop" for x in t))
+        return self._per_prefix("_loops", ids, lambda p: sum(e.kind == LOOP for e in p))
 
     def settled(self, ids: np.ndarray) -> np.ndarray:
         """Prefixes ``ids``, complete (their deepest fused node reached), with their
-        :data:`MARK` tokens dropped when no gap (a run of loops between two nodes) holds
-        two loops: such a row has one loop order, so where its loops lie around its own
-        nodes no longer matters."""
+        :data:`MARK` entries dropped when no gap (a run of loops between two nodes)
+        holds two loops: such a row has one loop order, so where its loops lie around
+        its own nodes no longer matters."""
 
-        def settle(tokens: tuple[Token, ...]) -> int:
-            if any(t[0] == MARK for t in tokens) and not _has_gap_of_two(tokens):
-                return self.intern(tuple(t for t in tokens if t[0] != MARK))
-            return self._ids[tokens]
+        def settle(prefix: Prefix) -> int:
+            if any(e.kind == MARK for e in prefix) and not _has_gap_of_two(prefix):
+                return self.intern(_without_marks(prefix))
+            return self._ids[prefix]
 
         return self._per_prefix("_settled", ids, settle)
 
     def unmarked(self, ids: np.ndarray) -> np.ndarray:
-        """The ids of prefixes ``ids`` without their :data:`MARK` tokens."""
-        return self._per_prefix(
-            "_unmarked", ids, lambda t: self.intern(tuple(x for x in t if x[0] != MARK))
-        )
+        """The ids of prefixes ``ids`` without their :data:`MARK` entries."""
+        return self._per_prefix("_unmarked", ids, lambda p: self.intern(_without_marks(p)))
 
-    def _per_prefix(self, name: str, ids: np.ndarray, of: Callable[[tuple], int]) -> np.ndarray:
+    def _per_prefix(self, name: str, ids: np.ndarray, of: Callable[[Prefix], int]) -> np.ndarray:
         """``of(prefix)`` for each prefix of ``ids``, memoized per prefix id (a cache
         the workers do not send back)."""
         memo = self.__dict__.get(name)
@@ -179,46 +269,49 @@ class PrefixInterner:
             memo[q] = of(self.prefixes[q])
         return memo[ids]
 
-    def intern_reordered(self, prefix: tuple[Token, ...]) -> int:
+    def intern_reordered(self, prefix: tuple) -> int:
         """The id of ``prefix``, an interned prefix with loops permuted in place (its
         runs of backing nodes unchanged, so it is canonical too)."""
         return self._intern_canonical(prefix)
 
-    def _intern_canonical(self, prefix: tuple[Token, ...]) -> int:
+    def _intern_canonical(self, prefix: tuple) -> int:
         got = self._ids.get(prefix)
         if got is None:
+            prefix = as_entries(prefix)
             got = self._ids[prefix] = len(self.prefixes)
             self.prefixes.append(prefix)
         return got
 
-    def extend(self, ids: np.ndarray, tokens: list[tuple[Token, ...]], which: np.ndarray):
-        """New ids: prefix ``ids[r]`` followed by ``tokens[which[r]]`` for every row r."""
+    def extend(self, ids: np.ndarray, entries: list[tuple], which: np.ndarray):
+        """New ids: prefix ``ids[r]`` followed by the entries ``entries[which[r]]`` for
+        every row r."""
         ids = np.asarray(ids, dtype=np.int64)
         which = np.asarray(which, dtype=np.int64)
-        # One integer per (prefix, token) pair: a 1-D unique is far faster than axis=0.
-        uniq, inverse = np.unique(ids * len(tokens) + which, return_inverse=True)
-        parents, chosen = np.divmod(uniq, len(tokens))
-        known = self._token_ids
-        tids = [known.setdefault(x, len(known)) for x in tokens]
+        # One integer per (prefix, entries) pair: a 1-D unique is far faster than axis=0.
+        uniq, inverse = np.unique(ids * len(entries) + which, return_inverse=True)
+        parents, chosen = np.divmod(uniq, len(entries))
+        known = self._entry_ids
+        eids = [known.setdefault(x, len(known)) for x in entries]
         new = np.array(
             [
-                self._child(p, tokens[w], tids[w])
+                self._child(p, entries[w], eids[w])
                 for p, w in zip(parents.tolist(), chosen.tolist(), strict=True)
             ],
             dtype=np.int64,
         )
         return new[inverse.ravel()]
 
-    def _child(self, parent: int, tokens: tuple[Token, ...], tid: int) -> int:
-        """The id of prefix ``parent`` followed by ``tokens`` (of id ``tid`` in
-        ``_token_ids``; memoized: no long tuples hashed again)."""
-        key = (parent, tid)
+    def _child(self, parent: int, entries: tuple, eid: int) -> int:
+        """The id of prefix ``parent`` followed by ``entries`` (of id ``eid`` in
+        ``_entry_ids``; memoized: no long tuples hashed again)."""
+        key = (parent, eid)
         got = self._children.get(key)
         if got is None:
-            whole = self.prefixes[parent] + tokens
-            # A canonical prefix followed by tokens without a hosting mark is canonical
+            added = as_entries(entries)
+            whole = self.prefixes[parent] + added
+            # A canonical prefix followed by entries without a hosting mark is canonical
             # (a mark first in its run of nodes stays first when nodes are appended).
-            plain = all(t[1] != HOSTING for t in tokens)
+            plain = not any(is_hosting(e) for e in added)
             got = self._children[key] = (
                 self._intern_canonical(whole) if plain else self.intern(whole)
             )
@@ -231,24 +324,28 @@ class PrefixInterner:
         memory backing each shared tensor when it is not fused)."""
         loops: list[tuple[str, int]] = []
         fused: dict[str, Compatibility] = {}
-        for kind, a, b in self.prefixes[seq]:
-            if kind == "loop":
-                loops.append((a, b))
+        for e in self.prefixes[seq]:
+            if e.kind == LOOP:
+                loops.append((e.var, e.tile))
             else:
-                fused[a] = Compatibility(a, b, tuple(loops))
+                fused[e.tensor] = Compatibility(e.tensor, e.memory, tuple(loops))
         return tuple(fused.get(t) or Compatibility(t, top[t], ()) for t in sorted(shared))
 
     def depth(self, seq: int) -> int:
         """Loops above the deepest fused backing node."""
-        toks = self.prefixes[seq]
-        last = max((i for i, t in enumerate(toks) if t[0] == "back"), default=-1)
-        return sum(1 for t in toks[:last] if t[0] == "loop")
+        prefix = self.prefixes[seq]
+        last = max((i for i, e in enumerate(prefix) if e.kind == BACK), default=-1)
+        return sum(1 for e in prefix[:last] if e.kind == LOOP)
 
 
-def _has_gap_of_two(tokens: tuple[Token, ...]) -> bool:
+def _without_marks(prefix: Prefix) -> Prefix:
+    return tuple(e for e in prefix if e.kind != MARK)
+
+
+def _has_gap_of_two(prefix: Prefix) -> bool:
     run = 0
-    for t in tokens:
-        run = run + 1 if t[0] == "loop" else 0
+    for e in prefix:
+        run = run + 1 if e.kind == LOOP else 0
         if run >= 2:
             return True
     return False
@@ -259,5 +356,5 @@ class ForgetfulInterner(PrefixInterner):
     together, which is what a template's least energy over the whole fused space needs
     (:mod:`fusemap.mapper.full_space`), not what a join needs."""
 
-    def extend(self, ids: np.ndarray, tokens: list[tuple[Token, ...]], which: np.ndarray):
+    def extend(self, ids: np.ndarray, entries: list[tuple], which: np.ndarray):
         return np.zeros(len(np.asarray(ids)), dtype=np.int64)

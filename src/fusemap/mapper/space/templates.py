@@ -2,8 +2,9 @@
 
 A *template* fixes everything but tile shapes: the compute unit, which memory holds each
 tensor (one storage node per tensor, sorted by memory level, any order inside a level),
-and the spatial loops (which rank variable, how many instances, on which fanout). The
-tile shapes are then chosen by :mod:`fusemap.mapper.tiling.tiler`.
+and the spatial loops (which rank variable, how many instances, on which fanout:
+:mod:`.spatial`). The tile shapes are then chosen by :mod:`fusemap.mapper.tiling.tiler`
+(the sizes it tries: :mod:`.tiles`).
 
 Canonical LoopTree of a template (what the generator and the brute-force enumerator in
 the tests both produce, see ``docs/mapspace.md``):
@@ -30,111 +31,13 @@ import itertools
 import math
 from dataclasses import dataclass, field
 
-import numpy as np
-
-from ...spec.arch_eval import ArchEvaluator, FlatArch, SpatialInfo
+from ...spec.arch_eval import ArchEvaluator, FlatArch
 from ...spec.errors import FusemapError, Location
-from ...spec.expressions import evaluate
 from ...spec.resolve import EinsumInfo
-from ...spec.sets import TensorSet, evaluate_set_expression
-from .divisors import MAX_SIZE, divisors
+from .config import MapperConfig
+from .divisors import MAX_SIZE
 from .prefix import HOSTING
-
-MAX_IMPERFECT_BOUND = 1024
-"""Imperfect tiles are tried only for ranks this small: each size up to the bound is a
-candidate, so the search grows with the bound (divisors alone above it)."""
-
-
-@dataclass(frozen=True)
-class MapperConfig:
-    """Knobs of the single-Einsum search."""
-
-    imperfect: bool = True
-    """Explore tile shapes that do not divide the rank (outermost loop of a variable)."""
-    imperfect_max_bound: int = 16
-    """Only for rank variables of at most this bound (the state space grows with it)."""
-
-    spread_max_bound: int = MAX_IMPERFECT_BOUND
-    """Spatial loops over rank variables of at most this bound (and at most
-    ``imperfect_max_bound``, which decides by default) may spread them unevenly (3 over
-    2 instances as 2 + 1), and such a variable may have an imperfect loop above its
-    spatial loop. A lower value only makes the search faster: it shrinks the space
-    (``docs/mapspace.md``)."""
-
-    @property
-    def imperfect_bound(self) -> int:
-        """Largest rank bound whose temporal tiles need not divide it."""
-        return self.imperfect_max_bound if self.imperfect else 0
-
-    @property
-    def spread_bound(self) -> int:
-        """Largest rank bound a spatial loop may spread unevenly."""
-        return min(self.imperfect_bound, self.spread_max_bound)
-
-    fusion: bool = False
-    """Let shared tensors be backed below the top memory (fusion); off for ``--einsum``."""
-    fused_loops_once: bool = True
-    """Above fused nodes, the search puts at most one loop per rank variable: shared
-    tensors are tiled once (any order, any tile shape); with the energy objective the
-    mapper then checks its answer over several loops per variable and searches them
-    where they may pay (:mod:`fusemap.mapper.full_space`). Off, the fused prefix may
-    split a variable over several loops from the start, a much larger space (each split
-    multiplies the compatibilities)."""
-    relaxed_prefixes: bool = False
-    """Internal (not a spec key): forget fused prefixes, so rows of every prefix and every
-    loop depth are compared together and several fused loops per rank variable are
-    allowed. Each template's least energy is then its least over the whole fused space
-    (:mod:`fusemap.mapper.full_space`); the rows are no pmappings a join can use."""
-    fusable: frozenset[str] | None = None
-    """Shared tensors that may be fused (None: all)."""
-    held_loops: dict[str, frozenset[str]] = field(default_factory=dict)
-    """Fusable tensors whose users are never consecutive in an order the join tries (the
-    Einsums between hold them too): the rank variables that may loop above their
-    backing node (the hosts must share those loops; none: fused whole or not at all)."""
-    hosts: frozenset[str] | None = None
-    """Einsums that may run while another Einsum's tensor is held (between two users of a
-    fused tensor in some order); None: every Einsum. An Einsum that hosts nothing and
-    fuses nothing runs alone, so its reservations decide nothing."""
-    hosted: dict[str, frozenset[str]] = field(default_factory=dict)
-    """Per hosting Einsum, the tensors that may be held while it runs."""
-    host_loops: dict[str, frozenset[str]] = field(default_factory=dict)
-    """Per hosting Einsum, the rank variables it may share with the users of a tensor it
-    holds tiled (its pmappings then expose those loops above a virtual node)."""
-
-    def may_fuse(self, tensor: str, workload) -> bool:
-        """Whether ``tensor`` is shared and may be backed below the top memory."""
-        return tensor in workload.shared and (self.fusable is None or tensor in self.fusable)
-
-    def sharing(self, info, workload) -> tuple[frozenset[str], frozenset[str]]:
-        """The Einsum's shared tensors that may be fused, and those pinned to the top."""
-        fused = frozenset(t for t in info.tensors if self.may_fuse(t, workload))
-        pinned = frozenset(t for t in info.tensors if t in workload.shared and t not in fused)
-        return fused, pinned
-
-
-def config_from_spec(spec) -> MapperConfig:
-    """The knobs given under the spec's ``mapper:`` key (others keep their defaults)."""
-    extra = dict(getattr(spec.mapper, "model_extra", None) or {})
-    out = {}
-    for key, kind in (
-        ("imperfect", bool),
-        ("imperfect_max_bound", int),
-        ("spread_max_bound", int),
-        ("fused_loops_once", bool),
-    ):
-        if key in extra:
-            value = extra[key]
-            if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-                want = "true or false" if kind is bool else "an integer"
-                raise FusemapError(f"expected {want}, got {value!r}", spec.locate("mapper", key))
-            if key.endswith("max_bound") and not 0 <= value <= MAX_IMPERFECT_BOUND:
-                raise FusemapError(
-                    f"expected an integer from 0 to {MAX_IMPERFECT_BOUND} (every tile size "
-                    f"up to the bound is a candidate), got {value!r}",
-                    spec.locate("mapper", key),
-                )
-            out[key] = value
-    return MapperConfig(**out)
+from .spatial import SpatialLoop, spatial_choices
 
 
 @dataclass(frozen=True)
@@ -159,18 +62,6 @@ between two fused tensors, e.g. a softmax, would lose every shared loop)."""
 
 
 @dataclass(frozen=True)
-class SpatialLoop:
-    """A spatial loop of a template: ``var`` over ``trips`` instances of a fanout."""
-
-    component: str
-    dimension: str
-    level: int
-    var: str
-    trips: int
-    slot: int = -1  # chain position (holder index, or len(holders) = compute) it sits above
-
-
-@dataclass(frozen=True)
 class Template:
     """A structure to be tiled: compute unit, storage nodes in order, spatial loops."""
 
@@ -189,30 +80,11 @@ class Template:
         return f"{self.compute} | {hs} | {sp}"
 
 
-def candidate_sizes(bound: int, imperfect: bool) -> list[int]:
-    """Tile sizes a rank variable can take: its divisors (found from its prime factors, so
-    the cost grows with their number, not with the bound), or every size when imperfect
-    (only for small bounds, ``imperfect_max_bound``)."""
-    if imperfect:
-        return list(range(1, bound + 1))
-    return list(divisors(bound))
-
-
-def next_sizes(cands: np.ndarray, bound: int, imperfect: bool) -> tuple[np.ndarray, np.ndarray]:
-    """CSR table: for each candidate tile, the tiles one loop below it may leave (itself,
-    then its proper divisors ascending; below the whole rank, any smaller imperfect tile)."""
-    offsets = [0]
-    values: list[int] = []
-    for c in cands:
-        c = int(c)
-        nxt = [c]
-        if c == bound and imperfect:
-            nxt += [int(d) for d in cands if d < c]
-        else:
-            nxt += list(divisors(c)[:-1])
-        values += nxt
-        offsets.append(len(values))
-    return np.array(offsets, dtype=np.int64), np.array(values, dtype=np.int64)
+def template_key(t: Template) -> tuple:
+    """What identifies a template in every process (no set order, no slot numbers)."""
+    holders = tuple((h.tensor, h.component, h.level, h.backing, h.virtual) for h in t.holders)
+    spatial = tuple((s.component, s.dimension, s.var, s.trips) for s in t.spatial)
+    return (t.compute, holders, spatial)
 
 
 def compute_units(info: EinsumInfo, arch: ArchEvaluator) -> list[str]:
@@ -276,162 +148,6 @@ def holder_orders(holders: list[Holder], flat: FlatArch) -> list[tuple[Holder, .
         free = [h for h in group if h not in fixed]
         per_level.append([tuple(fixed) + p for p in itertools.permutations(free)])
     return [sum(combo, ()) for combo in itertools.product(*per_level)]
-
-
-def _dim_options(
-    info: EinsumInfo, dim: SpatialInfo, comp_name: str, spread_bound: int = 0
-) -> list[tuple[tuple[tuple[str, int], ...], int]]:
-    """Every set of spatial loops one fanout dimension may carry, with the instances it
-    uses: ((var, trips), ...), within the fanout, obeying ``reuse`` and ``loop_bounds``.
-    Trips divide their variable, or are any count up to it when its bound is at most
-    ``spread_bound`` (an uneven spread)."""
-    tensors = set(info.tensors)
-    allowed = []
-    for v in info.rank_variables:
-        if info.bounds[v] < 2:
-            continue
-        if any(info.relevance(t, v) != "irrelevant" for t in dim.reuse & tensors):
-            continue
-        allowed.append(v)
-    options: list[tuple[tuple[tuple[str, int], ...], int]] = []
-
-    def rec(i: int, used: int, acc: tuple) -> None:
-        if i == len(allowed):
-            if _bounds_ok(info, dim, acc, comp_name):
-                options.append((acc, used))
-            return
-        v = allowed[i]
-        rec(i + 1, used, acc)
-        for trips in trip_counts(info.bounds[v], spread_bound):
-            if 2 <= trips <= dim.fanout // used:
-                rec(i + 1, used * trips, acc + ((v, trips),))
-
-    rec(0, 1, ())
-    return options
-
-
-def trip_counts(bound: int, spread_bound: int) -> list[int]:
-    """Instances a spatial loop over a rank of ``bound`` may use: its divisors, or every
-    count up to it when the rank may be cut unevenly."""
-    if bound <= spread_bound:
-        return list(range(1, bound + 1))
-    return list(divisors(bound))
-
-
-def min_usage_need(info: EinsumInfo, dim: SpatialInfo) -> int:
-    """Instances a dimension must use (``min_usage``; not applied to copy Einsums)."""
-    if dim.min_usage <= 0 or info.is_copy:
-        return 1
-    return math.ceil(dim.min_usage * dim.fanout - 1e-9)
-
-
-def _dim_assignments(
-    info: EinsumInfo, dim: SpatialInfo, comp_name: str, spread_bound: int
-) -> list[tuple[tuple[str, int], ...]]:
-    """Spatial loops one fanout dimension may carry: (var, trips) tuples reaching its
-    ``min_usage``, or, when none can, those of the highest usage any reaches (the
-    format's fallback)."""
-    options = _dim_options(info, dim, comp_name, spread_bound)
-    need = min_usage_need(info, dim)
-    if not any(used >= need for _, used in options):
-        need = max((used for _, used in options), default=1)
-    return [acc for acc, used in options if used >= need]
-
-
-def min_usage_fallbacks(info: EinsumInfo, flat: FlatArch, spread_bound: int) -> list[str]:
-    """One line per fanout dimension whose ``min_usage`` no spatial loop set reaches for
-    ``info`` (the highest-usage mappings compete instead)."""
-    out = []
-    for comp in flat.path:
-        for dim in comp.spatial:
-            need = min_usage_need(info, dim)
-            options = _dim_options(info, dim, comp.name, spread_bound)
-            best = max((used for _, used in options), default=1)
-            if best < need:
-                out.append(
-                    f"Einsum {info.name}: {comp.name}.{dim.name} can use at most {best} of "
-                    f"its {dim.fanout} instances (min_usage {dim.min_usage:g} needs {need}); "
-                    f"mappings using {best} competed"
-                )
-    return out
-
-
-def _bounds_ok(info: EinsumInfo, dim: SpatialInfo, acc: tuple, comp_name: str) -> bool:
-    """The dimension's ``loop_bounds`` constraints, on the trip counts of its loops."""
-    if not dim.loop_bounds:
-        return True
-    trips = dict(acc)
-    for lb in dim.loop_bounds:
-        names = _var_set(info, lb.expression, comp_name)
-        value = _bound_value(info, lb.value, comp_name)
-        op = lb.operator.strip()
-        if op.startswith("product"):
-            vals = [math.prod(trips.get(v, 1) for v in names)]
-            op = op[len("product") :]
-        else:
-            vals = [trips.get(v, 1) for v in names]
-        for x in vals:
-            if not _compare(x, op, value):
-                return False
-    return True
-
-
-def _var_set(info: EinsumInfo, expr, comp_name: str) -> set[str]:
-    names = frozenset(info.bounds)
-    space = TensorSet(names, names, "rank_variable")
-    try:
-        found = evaluate_set_expression(expr, info.scope, kind="rank_variable", space=space)
-        return set(found.items)
-    except FusemapError as err:
-        raise FusemapError(f"{comp_name}: loop_bounds expression {expr!r}: {err}") from None
-
-
-def _bound_value(info: EinsumInfo, expr, comp_name: str) -> float:
-    try:
-        return float(evaluate(expr, info.scope))
-    except (FusemapError, TypeError, ValueError) as err:
-        raise FusemapError(f"{comp_name}: loop_bounds value {expr!r}: {err}") from None
-
-
-def _compare(x: float, op: str, value: float) -> bool:
-    ops = {
-        "==": x == value,
-        "<=": x <= value,
-        ">=": x >= value,
-        "<": x < value,
-        ">": x > value,
-        "!=": x != value,
-    }
-    if op not in ops:
-        raise FusemapError(f"loop_bounds: unknown operator '{op}' (use ==, <=, >=, <, >, !=)")
-    return ops[op]
-
-
-def spatial_choices(
-    info: EinsumInfo, flat: FlatArch, spread_bound: int = 0
-) -> list[tuple[SpatialLoop, ...]]:
-    """Every assignment of spatial loops to the fanouts on the path. Several loops over
-    one variable divide its bound together, unless it may be cut unevenly (then the
-    tiler keeps the tile shapes that give every loop its trips)."""
-    dims = []
-    for level, comp in enumerate(flat.path):
-        for dim in comp.spatial:
-            opts = _dim_assignments(info, dim, comp.name, spread_bound)
-            loops = [
-                tuple(SpatialLoop(comp.name, dim.name, level, v, n) for v, n in a) for a in opts
-            ]
-            dims.append(loops)
-    out = []
-    for combo in itertools.product(*dims):
-        loops = tuple(sum(combo, ()))
-        per_var: dict[str, int] = {}
-        for s in loops:
-            per_var[s.var] = per_var.get(s.var, 1) * s.trips
-        if all(
-            info.bounds[v] % n == 0 or info.bounds[v] <= spread_bound for v, n in per_var.items()
-        ):
-            out.append(loops)
-    return out
 
 
 def place_spatial(

@@ -38,7 +38,7 @@ import numpy as np
 from ...model.rules import lowered_past
 from ...spec import mapping as M
 from ...spec.errors import FusemapError
-from ..space.prefix import PrefixInterner, SpatialTile
+from ..space.prefix import LOOP, PrefixInterner, SpatialTile
 from ..space.templates import Holder
 from .result import TemplateResult
 
@@ -131,7 +131,7 @@ def _expanded(res, ctx, interner, counter, members: np.ndarray, mask: list[int])
         for j, m in enumerate(mask)
     ]
     tokens = [interner.prefixes[s] for s in seqs.tolist()]
-    where = [q for q, t in enumerate(tokens[0]) if t[0] == "loop"]  # spatial ones too
+    where = [q for q, t in enumerate(tokens[0]) if t.kind == LOOP]  # spatial ones too
     out = []
     for combo in itertools.product(*options):
         if all(o.canonical for o in combo):
@@ -320,7 +320,7 @@ def _appended(res: TemplateResult, pieces: list[_Piece]) -> TemplateResult:
 def ordered_as_prefix(mapping: M.Mapping, tokens: tuple) -> M.Mapping:
     """``mapping`` with its first loops, temporal and spatial, in the order of the
     prefix ``tokens`` (a permutation within gaps of the canonical order)."""
-    loops = [t for t in tokens if t[0] == "loop"]
+    loops = [t for t in tokens if t.kind == LOOP]
     if len(loops) < 2:
         return mapping
     nodes = list(mapping.nodes)
@@ -330,9 +330,9 @@ def ordered_as_prefix(mapping: M.Mapping, tokens: tuple) -> M.Mapping:
         for n in (nodes[p] for p in at[: len(loops)])
         if isinstance(n, M.Spatial)
     }
-    for p, (_, var, tile) in zip(at, loops, strict=False):
-        if isinstance(tile, SpatialTile):
-            nodes[p] = spread[var, tile.where]
+    for p, loop in zip(at, loops, strict=False):
+        if isinstance(loop.tile, SpatialTile):
+            nodes[p] = spread[loop.var, loop.tile.where]
         else:
-            nodes[p] = M.Temporal(rank_variable=var, tile_shape=tile)
+            nodes[p] = M.Temporal(rank_variable=loop.var, tile_shape=loop.tile)
     return M.Mapping(nodes=nodes)

@@ -7,7 +7,7 @@ import numpy as np
 
 from ...spec.resolve import EinsumInfo
 from ..distinct import unique_rows
-from ..space.prefix import PrefixInterner, SpatialTile
+from ..space.prefix import LoopEntry, PrefixInterner, SpatialTile
 from ..space.templates import Template
 from .gap_orders import canonical_order
 from .uneven import spatial_tiles
@@ -41,7 +41,7 @@ def gap_tokens(
         cols += [mids, below] + ([] if tiles is None else [tiles])
     uniq, inverse = unique_rows(np.concatenate(cols, axis=1))
     tokens = [
-        tuple(("loop", variables[k], int(u[k])) for k in order if u[k])
+        tuple(LoopEntry.of(variables[k], int(u[k])) for k in order if u[k])
         + (
             _spatial_tokens(template, variables, j, u[n : 2 * n], u[2 * n : 3 * n], u[3 * n :])
             if spread
@@ -56,11 +56,11 @@ def _spatial_tokens(
     template: Template, variables: list[str], j: int, mids: np.ndarray, below: np.ndarray, tiles
 ) -> tuple:
     """The spatial loops at the end of gap ``j`` (above node ``j + 1``), in the order
-    :func:`~fusemap.mapper.pmappings.generate.materialize` writes them, each with the
+    :func:`~fusemap.mapper.pmappings.table.materialize` writes them, each with the
     tile it leaves (``tiles``, if not empty)."""
     loops = [s for s in template.spatial if s.slot == j + 1]
     tiles = [int(x) for x in tiles] if len(tiles) else spatial_tiles(loops, variables, mids, below)
     return tuple(
-        ("loop", s.var, SpatialTile.on(tile, s.component, s.dimension))
+        LoopEntry.of(s.var, SpatialTile.on(tile, s.component, s.dimension))
         for s, tile in zip(loops, tiles, strict=True)
     )

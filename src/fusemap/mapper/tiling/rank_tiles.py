@@ -9,7 +9,9 @@ from functools import lru_cache
 import numpy as np
 
 from ...spec.resolve import EinsumInfo
-from ..space.templates import MapperConfig, Template, candidate_sizes, next_sizes
+from ..space.config import MapperConfig
+from ..space.templates import Template
+from ..space.tiles import candidate_sizes, next_sizes
 
 MAX_DENSE_LOOKUP = 1 << 16
 """Up to this bound, tile size -> candidate index is a table; above it, a binary search

@@ -6,7 +6,8 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from ..space.templates import Holder, SpatialLoop, Template
+from ..space.spatial import SpatialLoop
+from ..space.templates import Holder, Template
 from .columns import Column
 
 

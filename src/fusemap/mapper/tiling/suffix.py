@@ -23,6 +23,7 @@ import numba
 import numpy as np
 
 from ..pareto import closure_front, pareto_mask
+from ..space.prefix import BackingEntry
 from .fronts import Front, FrontCache, FrontStore, holders_by_place
 from .stage import Stage
 from .terms import fill_basis, first_basis
@@ -405,7 +406,7 @@ def stages_below_fused_node(
     search = SuffixSearch(tiler, cache)
     sizes, crit, seq, depth = tiler.rows_above(prev)
     holder = tiler.t.holders[tiler.p_max]
-    token = (("back", holder.tensor, holder.component),)
+    token = (BackingEntry.of(holder.tensor, holder.component),)
     seq = cache.backed(prev, seq, token, tiler.interner)
     pre, chain, total, new_seq, new_depth, top = search.meet(sizes, crit, seq, depth, ceiling)
     stages = []

@@ -36,7 +36,8 @@ from ...model.rules import (
 )
 from ...spec.arch_eval import FlatArch
 from ...spec.resolve import EinsumInfo
-from ..space.templates import SpatialLoop, Template
+from ..space.spatial import SpatialLoop
+from ..space.templates import Template
 
 
 @dataclass

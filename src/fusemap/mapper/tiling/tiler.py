@@ -27,8 +27,9 @@ import numpy as np
 from ...spec.arch_eval import FlatArch
 from ...spec.resolve import EinsumInfo
 from ..pareto import pareto_mask
-from ..space.prefix import MARK, ForgetfulInterner, PrefixInterner
-from ..space.templates import MapperConfig, Template, fused_positions, top_level
+from ..space.config import MapperConfig
+from ..space.prefix import BackingEntry, Entry, ForgetfulInterner, MarkEntry, PrefixInterner
+from ..space.templates import Template, fused_positions, top_level
 from .columns import ColumnLayout
 from .costs import NodeCosts
 from .gap_orders import GapContext
@@ -258,10 +259,13 @@ class TemplateTiler:
         # orders are added (gap_orders): rows placing the loops differently around it
         # stay apart.
         own = 0 < j < self.p_max and not self.relaxed
-        kind = "back" if j in self.fused_pos else MARK if own else None
-        if kind is not None:
-            token = ((kind, holder.tensor, holder.component),)
-            seq = self.interner.extend(seq, [token], np.zeros(len(seq), dtype=np.int64))
+        entry: Entry | None = None
+        if j in self.fused_pos:
+            entry = BackingEntry.of(holder.tensor, holder.component)
+        elif own:
+            entry = MarkEntry.of(holder.tensor, holder.component)
+        if entry is not None:
+            seq = self.interner.extend(seq, [(entry,)], np.zeros(len(seq), dtype=np.int64))
         if j == self.p_max:
             seq = self.interner.settled(seq)
         cost = crit.copy()

@@ -25,7 +25,8 @@ import numpy as np
 from ...model.rules import shares_parent_transfer, skips_first_reads, starts_partial_sums
 from ...spec.arch_eval import FlatArch
 from ...spec.resolve import EinsumInfo
-from ..space.templates import SpatialLoop, Template
+from ..space.spatial import SpatialLoop
+from ..space.templates import Template
 from .columns import OPERATIONS
 from .costs import NodeCosts
 from .rank_tiles import RankTiles

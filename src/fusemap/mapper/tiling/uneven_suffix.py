@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..space.prefix import BackingEntry
 from .stage import Stage, combined_ids
 
 
@@ -42,7 +43,7 @@ def stages_below_fused_node(
     sizes, crit, seq, depth = tiler.rows_above(prev)
     state = tiler.spreads.state_above(prev, len(sizes))
     holder = tiler.t.holders[tiler.p_max]
-    token = (("back", holder.tensor, holder.component),)
+    token = (BackingEntry.of(holder.tensor, holder.component),)
     seq = cache.backed(prev, seq, token, tiler.interner)
     starts = np.concatenate([sizes.astype(np.float64), state], axis=1)
     _, first, inverse = np.unique(starts, axis=0, return_index=True, return_inverse=True)
