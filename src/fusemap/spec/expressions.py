@@ -22,7 +22,7 @@ from typing import Any
 from fusemap.spec import limits
 from fusemap.spec.errors import ExpressionError, Location, UnknownNameError
 from fusemap.spec.safe_functions import (
-    _BUILTINS,
+    BUILTINS,
     CONSTANTS,  # noqa: F401  (re-exported)
     FUNCTIONS,
     MAX_DEPTH,
@@ -30,16 +30,16 @@ from fusemap.spec.safe_functions import (
     MAX_NODES,
     MAX_TEXT,
     Guard,
-    _collect,
-    _safe_add,
-    _safe_lshift,
-    _safe_mod,
-    _safe_mul,
-    _safe_pow,
-    _size,
-    _too_large,
+    collect,
     is_whitelisted,
     max_size,
+    safe_add,
+    safe_lshift,
+    safe_mod,
+    safe_mul,
+    safe_pow,
+    too_large,
+    value_size,
 )
 from fusemap.spec.values import QuotedStr
 
@@ -74,21 +74,21 @@ class Scope:
         return Scope(*self.layers, *more_layers)
 
     def __contains__(self, name: object) -> bool:
-        return any(name in layer for layer in self.layers) or name in _BUILTINS
+        return any(name in layer for layer in self.layers) or name in BUILTINS
 
     def lookup(self, name: str) -> Any:
         """Value of ``name``; ExpressionError (with a suggestion) if it is unknown."""
         for layer in reversed(self.layers):
             if name in layer:
                 return layer[name]
-        if name in _BUILTINS:
-            return _BUILTINS[name]
+        if name in BUILTINS:
+            return BUILTINS[name]
         values = {n for n in self.names() if n not in FUNCTIONS}  # not called: a value
         raise UnknownNameError(name, f"unknown name '{name}'{_suggest(name, values)}")
 
     def names(self) -> set[str]:
         """Every name visible in this scope."""
-        out = set(_BUILTINS)
+        out = set(BUILTINS)
         for layer in self.layers:
             out.update(k for k in layer if isinstance(k, str))
         return out
@@ -100,11 +100,11 @@ def _suggest(name: str, names: Iterable[str]) -> str:
 
 
 _BINOPS: dict[type, tuple[str, Callable[[Any, Any], Any]]] = {
-    ast.Add: ("+", _safe_add), ast.Sub: ("-", operator.sub), ast.Mult: ("*", _safe_mul),
+    ast.Add: ("+", safe_add), ast.Sub: ("-", operator.sub), ast.Mult: ("*", safe_mul),
     ast.Div: ("/", operator.truediv), ast.FloorDiv: ("//", operator.floordiv),
-    ast.Mod: ("%", _safe_mod), ast.Pow: ("**", _safe_pow), ast.BitOr: ("|", operator.or_),
+    ast.Mod: ("%", safe_mod), ast.Pow: ("**", safe_pow), ast.BitOr: ("|", operator.or_),
     ast.BitAnd: ("&", operator.and_), ast.BitXor: ("^", operator.xor),
-    ast.LShift: ("<<", _safe_lshift), ast.RShift: (">>", operator.rshift),
+    ast.LShift: ("<<", safe_lshift), ast.RShift: (">>", operator.rshift),
 }  # fmt: skip
 _UNARY: dict[type, Callable[[Any], Any]] = {
     ast.USub: operator.neg, ast.UAdd: operator.pos, ast.Not: operator.not_,
@@ -277,7 +277,7 @@ class _Interpreter:
         if isinstance(node, ast.Constant):
             return node.value
         if isinstance(node, ast.List | ast.Tuple):
-            items = _collect(self.visit(e, env) for e in node.elts)
+            items = collect(self.visit(e, env) for e in node.elts)
             return items if isinstance(node, ast.List) else tuple(items)
         if isinstance(node, ast.IfExp):
             return self.visit(node.body if self.visit(node.test, env) else node.orelse, env)
@@ -295,8 +295,8 @@ class _Interpreter:
             assert k is not None  # parse_expression refuses ``**`` in a dict
             key = self.visit(k, env)  # the key first, as a dict display does
             result[key] = self.visit(v, env)
-        if _size(result) > max_size():
-            raise _too_large("dict")
+        if value_size(result) > max_size():
+            raise too_large("dict")
         return result
 
     def _UnaryOp(self, node: ast.UnaryOp, env: dict[str, Any]) -> Any:
@@ -386,7 +386,7 @@ class _Interpreter:
             raise ExpressionError(f"key {key!r} not found in '{self.text}'") from None
 
     def _ListComp(self, node: ast.ListComp, env: dict[str, Any]) -> Any:
-        return _collect(self._generate(node, 0, env))
+        return collect(self._generate(node, 0, env))
 
     def _GeneratorExp(self, node: ast.GeneratorExp, env: dict[str, Any]) -> Any:
         def guarded() -> Iterator[Any]:  # errors surface even when consumed later
@@ -406,7 +406,7 @@ class _Interpreter:
         for item in self.visit(gen.iter, env):
             self.iterations += 1
             if self.iterations > MAX_ITERATIONS:
-                raise _too_large("comprehension")
+                raise too_large("comprehension")
             self._bind(gen.target, item, inner)
             if gen.ifs and not all(self.visit(cond, inner) for cond in gen.ifs):
                 continue

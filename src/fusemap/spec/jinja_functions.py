@@ -70,12 +70,12 @@ def expanded_size(value: Any, budget: int) -> int:
     return size(value)
 
 
-def _replaced_size(text: str, old: str, new: str) -> int:
+def replaced_size(text: str, old: str, new: str) -> int:
     count = len(text) + 1 if old == "" else text.count(old)
     return len(text) + count * (len(new) - len(old))
 
 
-def _check_printf(fmt: str, values: Any) -> None:
+def check_printf(fmt: str, values: Any) -> None:
     """``fmt % values``: no width or precision beyond the ``render_chars`` limit."""
     chars = limits.current().render_chars
     args = values if isinstance(values, tuple) else (values,)
@@ -130,7 +130,7 @@ def _check_indent(s: Any, width: Any = 4, *rest: Any, **kw: Any) -> tuple:
 
 
 def _check_format(value: Any, *args: Any, **kwargs: Any) -> tuple:
-    _check_printf(str(value), tuple(args) or tuple(kwargs.values()))
+    check_printf(str(value), tuple(args) or tuple(kwargs.values()))
     return (value, *args)
 
 
@@ -141,7 +141,7 @@ def _check_count(value: Any, count: Any = None, *rest: Any, **kw: Any) -> tuple:
 
 def _check_replace(s: Any, old: Any = "", new: Any = "", *rest: Any, **kw: Any) -> tuple:
     if isinstance(old, str) and isinstance(new, str):
-        _over(_replaced_size(str(s), old, new), "render_chars", "replace too large")
+        _over(replaced_size(str(s), old, new), "render_chars", "replace too large")
     return (s, old, new, *rest)
 
 

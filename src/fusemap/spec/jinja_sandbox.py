@@ -40,13 +40,13 @@ from jinja2.utils import Namespace
 from . import limits
 from .errors import Location, SpecError
 from .jinja_functions import (
-    _check_printf,
-    _replaced_size,
     as_function,
+    check_printf,
     expanded_size,
     guarded_filter,
     is_safe_function,
     name_of,
+    replaced_size,
     safe,
     safe_globals,
 )
@@ -330,7 +330,7 @@ class SpecEnvironment(ImmutableSandboxedEnvironment):
             ):
                 raise SecurityError(limits.exceeded(name, "sum of sequences too large"))
         elif operator_ == "%" and isinstance(left, str):
-            _check_printf(left, right)
+            check_printf(left, right)
         return self.bounded(self.binop_table[operator_](left, right))
 
     # ------------------------------------------------------------- instrumentation
@@ -410,7 +410,7 @@ def _check_method(method: Any, args: tuple, kwargs: dict) -> None:
                 raise SecurityError(limits.exceeded("render_chars", "str.join too large"))
     if name == "replace" and len(args) >= 2 and isinstance(args[0], str):
         old, new = args[0], args[1]
-        if isinstance(new, str) and _replaced_size(owner, old, new) > chars:
+        if isinstance(new, str) and replaced_size(owner, old, new) > chars:
             raise SecurityError(limits.exceeded("render_chars", "str.replace too large"))
 
 

@@ -48,7 +48,7 @@ class Guard:
             raise ExpressionError(limits.exceeded(cls.limit, what))
 
 
-def _too_large(what: str) -> ExpressionError:
+def too_large(what: str) -> ExpressionError:
     return ExpressionError(f"{what} too large")
 
 
@@ -68,18 +68,18 @@ def _ticking(iterable: Iterable[Any]) -> Iterator[Any]:
         yield x
 
 
-def _safe_pow(a: Any, b: Any, mod: Any = None) -> Any:
+def safe_pow(a: Any, b: Any, mod: Any = None) -> Any:
     """``a ** b`` (or ``pow(a, b, mod)``) refusing huge exponents and results."""
     if mod is not None:
         if not (_int(a) and _int(b) and _int(mod)):
             raise TypeError("pow() with 3 arguments needs integers")
         if max(a.bit_length(), b.bit_length(), mod.bit_length()) > MAX_POW_BITS:
-            raise _too_large("power")
+            raise too_large("power")
         return pow(a, b, mod)
     if isinstance(b, int | float) and abs(b) > MAX_EXPONENT:
-        raise _too_large("exponent")
+        raise too_large("exponent")
     if _int(a) and _int(b) and b > 0 and abs(a) > 1 and b * math.log2(abs(a)) > MAX_POW_BITS:
-        raise _too_large("power")
+        raise too_large("power")
     result = operator.pow(a, b)
     if isinstance(result, complex):
         raise ExpressionError(f"{a!r} ** {b!r} has no real result")
@@ -91,13 +91,13 @@ def _bounded(fn: Callable[..., Any], what: str, too_big: Callable[..., bool]) ->
 
     def bounded(*args: Any, **kwargs: Any) -> Any:
         if too_big(*args, **kwargs):
-            raise _too_large(what)
+            raise too_large(what)
         return fn(*args, **kwargs)
 
     return bounded
 
 
-def _size(x: Any, budget: int | None = None) -> int:
+def value_size(x: Any, budget: int | None = None) -> int:
     """Rough memory of ``x`` in elements (a string counts its length, an integer its
     64-bit words); stops counting past ``budget``."""
     if budget is None:
@@ -110,7 +110,7 @@ def _size(x: Any, budget: int | None = None) -> int:
         return 1
     size = 1
     for item in x.items() if isinstance(x, dict) else x:
-        size += _size(item, budget - size)
+        size += value_size(item, budget - size)
         if size > budget:
             break
     return size
@@ -122,7 +122,7 @@ def max_size() -> int:
 
 
 def _content(seq: Any) -> int:
-    return len(seq) if isinstance(seq, str) else _size(seq, max_size() + 1) - 1
+    return len(seq) if isinstance(seq, str) else value_size(seq, max_size() + 1) - 1
 
 
 def _mul_too_big(a: Any, b: Any) -> bool:
@@ -139,34 +139,34 @@ def _range_len(*args: Any) -> int:
         return MAX_RANGE + 1
 
 
-def _collect(iterable: Iterable[Any] = ()) -> list[Any]:
+def collect(iterable: Iterable[Any] = ()) -> list[Any]:
     """``list(iterable)``, refusing results larger than the ``value_size`` limit."""
     out, size, limit = [], 0, max_size()
     for n, x in enumerate(iterable):
         if not n & _TICK:
             Guard.check()
-        size += _size(x, limit + 1 - size)
+        size += value_size(x, limit + 1 - size)
         if size > limit:
-            raise _too_large("list")
+            raise too_large("list")
         out.append(x)
     return out
 
 
 def _sorted(iterable: Iterable[Any], *, key: Any = None, reverse: bool = False) -> list[Any]:
-    return sorted(_collect(iterable), key=key, reverse=reverse)
+    return sorted(collect(iterable), key=key, reverse=reverse)
 
 
 def _tuple(iterable: Iterable[Any] = ()) -> tuple[Any, ...]:
-    return tuple(_collect(iterable))
+    return tuple(collect(iterable))
 
 
-_safe_mul = _bounded(operator.mul, "result", _mul_too_big)
-_safe_add = _bounded(
+safe_mul = _bounded(operator.mul, "result", _mul_too_big)
+safe_add = _bounded(
     operator.add,
     "sequence",
     lambda a, b: _seq(a) and _seq(b) and _content(a) + _content(b) > max_size(),
 )
-_safe_lshift = _bounded(
+safe_lshift = _bounded(
     operator.lshift,
     "integer",
     lambda a, b: _int(a) and _int(b) and a.bit_length() + b > MAX_INT_BITS,
@@ -174,11 +174,11 @@ _safe_lshift = _bounded(
 _factorial = _bounded(math.factorial, "factorial argument", lambda n: _int(n) and n > 1000)
 _range = _bounded(range, "range", lambda *args: _range_len(*args) > MAX_RANGE)
 _round = _bounded(round, "ndigits", lambda x, ndigits=None: _int(ndigits) and abs(ndigits) > 1000)
-_str = _bounded(str, "string", lambda x="": _size(x) > max_size())
+_str = _bounded(str, "string", lambda x="": value_size(x) > max_size())
 _int_fn = _bounded(int, "integer text", lambda x=0, *a, **k: isinstance(x, str) and len(x) > 5000)
 
 
-def _safe_mod(a: Any, b: Any) -> Any:
+def safe_mod(a: Any, b: Any) -> Any:
     if isinstance(a, str):
         raise ExpressionError("string formatting with % is not allowed")
     return operator.mod(a, b)
@@ -194,7 +194,7 @@ def _prod(iterable: Iterable[Any], *, start: Any = 1) -> Any:
     for n, x in enumerate(iterable):
         if not n & _TICK:
             Guard.check()
-        start = _safe_mul(start, x)
+        start = safe_mul(start, x)
     return start
 
 
@@ -203,7 +203,7 @@ def _lcm(*args: int) -> int:
     for x in args:
         result = math.lcm(result, x)
         if result.bit_length() > MAX_INT_BITS:
-            raise _too_large("integer")
+            raise too_large("integer")
     return result
 
 
@@ -234,9 +234,9 @@ FUNCTIONS: dict[str, Callable[..., Any]] = {
     **{name: getattr(math, name) for name in _MATH.split()},
     "prod": _prod, "factorial": _factorial, "lcm": _lcm, "abs": abs, "round": _round,
     "sum": _sum, "range": _range, "len": len, "min": _extreme(min), "max": _extreme(max),
-    "float": float, "int": _int_fn, "str": _str, "bool": bool, "list": _collect,
+    "float": float, "int": _int_fn, "str": _str, "bool": bool, "list": collect,
     "tuple": _tuple, "enumerate": _walking(enumerate, 1), "zip": _walking(zip),
-    "sorted": _sorted, "any": _walking(any), "all": _walking(all), "pow": _safe_pow,
+    "sorted": _sorted, "any": _walking(any), "all": _walking(all), "pow": safe_pow,
     **CIM_FUNCTIONS,
 }  # fmt: skip
 """Functions every expression may call (the only callable values); the CiM ones are
@@ -247,7 +247,7 @@ CONSTANTS: dict[str, Any] = {
 }  # fmt: skip
 """Constants every expression may use."""
 
-_BUILTINS: dict[str, Any] = {**FUNCTIONS, **CONSTANTS}
+BUILTINS: dict[str, Any] = {**FUNCTIONS, **CONSTANTS}
 _CALLABLE: dict[int, Callable[..., Any]] = {id(f): f for f in FUNCTIONS.values()}
 
 
