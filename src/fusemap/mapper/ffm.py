@@ -205,7 +205,9 @@ class _Search:
         found = best_rows(joins, objective)
         if not found:
             return joins
-        best = objective_value(found[0][0], found[0][1], objective)
+        best: float | tuple[tuple[float, float], ...] = objective_value(
+            found[0][0], found[0][1], objective
+        )
         if objective == "pareto":  # a mapping no point of the front dominates
             best = tuple((float(j.energy[r]), float(j.latency[r])) for j, r in found)
         t_check = time.perf_counter()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import dataclasses
+import functools
 import gc
 import threading
 from collections.abc import Callable, Iterator
@@ -100,7 +101,7 @@ def spread(
 
     def feed(executor) -> None:
         while (i := take()) is not None:
-            finish(i, lambda i=i: run_remote(executor, i))
+            finish(i, functools.partial(run_remote, executor, i))
 
     first = take()  # the largest, here: the workers start seconds late
     helpers = min(jobs, count) - 1
@@ -111,7 +112,7 @@ def spread(
     try:
         i = first
         while i is not None:
-            finish(i, lambda i=i: local(i))
+            finish(i, functools.partial(local, i))
             i = take()
     except BaseException:  # interrupted: stop the workers now, not when their tasks end
         stopped[0] = True

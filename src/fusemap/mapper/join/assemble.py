@@ -16,6 +16,8 @@ then holds it once, where the first of them puts it.
 
 from __future__ import annotations
 
+from typing import TypeGuard
+
 from ...spec import mapping as M
 from ...spec.errors import FusemapError
 from ...spec.resolve import WorkloadInfo
@@ -49,20 +51,23 @@ def assemble(
     rests: list[list[M.MappingNode]] = []
     seen: set[tuple[str, str]] = set()
     for chain in chains:
-        nodes = list(chain.nodes)
+        nodes: list[M.MappingNode] = list(chain.nodes)
         k = 0
-        while k < len(nodes) and _is_top(nodes[k], top):
-            key = (nodes[k].tensors[0], nodes[k].component)  # type: ignore[attr-defined]
+        while k < len(nodes):
+            node = nodes[k]
+            if not _is_top(node, top):
+                break
+            key = (node.tensors[0], node.component)
             if key not in seen:
                 seen.add(key)
-                root.append(nodes[k])
+                root.append(node)
             k += 1
         rests.append(nodes[k:])
     body = _build(list(range(n)), 0, rests, share, fused, levels)
     return M.Mapping(nodes=root + body)
 
 
-def _is_top(node: M.MappingNode, top: str) -> bool:
+def _is_top(node: M.MappingNode, top: str) -> TypeGuard[M.Storage]:
     return isinstance(node, M.Storage) and node.component == top
 
 
@@ -79,7 +84,14 @@ def _loop_index(nodes: list[M.MappingNode], d: int) -> int:
     raise FusemapError(f"internal: a pmapping has fewer than {d} loops where it shares {d}")
 
 
-def _build(members, d, rests, share, fused, levels) -> list[M.MappingNode]:
+def _build(
+    members: list[int],
+    d: int,
+    rests: list[list[M.MappingNode]],
+    share: list[int],
+    fused: dict[str, tuple[int, str]],
+    levels: dict[str, int],
+) -> list[M.MappingNode]:
     """Nodes under loop ``d`` for Einsums ``members`` (which share loops 1..d)."""
     if len(members) == 1:
         j = members[0]
@@ -90,11 +102,14 @@ def _build(members, d, rests, share, fused, levels) -> list[M.MappingNode]:
     for j in members:
         nodes = rests[j]
         i = _loop_index(nodes, d)
-        while i < len(nodes) and _is_fused_at(nodes[i], fused, d):
-            t = nodes[i].tensors[0]  # type: ignore[attr-defined]
+        while i < len(nodes):
+            node = nodes[i]
+            if not _is_fused_at(node, fused, d):
+                break
+            t = node.tensors[0]
             if t not in seen:
                 seen.add(t)
-                common.append(nodes[i])
+                common.append(node)
             i += 1
         starts[j] = i
     runs: list[list[int]] = [[members[0]]]
@@ -133,13 +148,20 @@ def _merge_gap(
     (``exposure._places``)."""
     per: dict[str, list[M.MappingNode]] = {}
     for node in head:
-        per.setdefault(node.component, []).append(node)  # type: ignore[attr-defined]
+        per.setdefault(_memory(node), []).append(node)
     mine: dict[str, list[M.MappingNode]] = {}
     for node in nodes:
-        mine.setdefault(node.component, []).append(node)  # type: ignore[attr-defined]
+        mine.setdefault(_memory(node), []).append(node)
     for memory, own in mine.items():
         _merge_memory(per.setdefault(memory, []), own)
     head[:] = [n for m in sorted(per, key=levels.__getitem__) for n in per[m]]
+
+
+def _memory(node: M.MappingNode) -> str:
+    """The component of a node of a gap (between two loops a pmapping has storage nodes
+    only)."""
+    assert isinstance(node, (M.Storage, M.Toll)), node
+    return node.component
 
 
 def _merge_memory(head: list[M.MappingNode], nodes: list[M.MappingNode]) -> None:
@@ -166,7 +188,9 @@ def _copy_key(node: M.MappingNode) -> tuple[str, str] | None:
     return None
 
 
-def _is_fused_at(node: M.MappingNode, fused: dict[str, tuple[int, str]], d: int) -> bool:
+def _is_fused_at(
+    node: M.MappingNode, fused: dict[str, tuple[int, str]], d: int
+) -> TypeGuard[M.Storage]:
     """Whether ``node`` is the backing node of a tensor fused under ``d`` loops (a copy of
     that tensor in another memory right below it is the Einsum's own, not shared)."""
     return (

@@ -49,10 +49,12 @@ Place = tuple[float, int, int]
 OwnCopies = tuple[tuple[int, str, int, int], ...]
 """A pmapping's shareable copies of a tensor: (level, memory, depth, how many of its
 shareable copies come before it in the same gap and memory), sorted."""
-Exposure = tuple[tuple[str, int, int, tuple[SharedCopy, ...]], ...]
-"""Per tensor still to be used: (tensor, shallowest open level a user keeps a private copy
+TensorExposure = tuple[str, int, int, tuple[SharedCopy, ...]]
+"""One tensor still to be used: (tensor, shallowest open level a user keeps a private copy
 of it above (0: none), deepest open level shared with one of its users so far, the shared
 copies on open levels)."""
+Exposure = tuple[TensorExposure, ...]
+"""Per tensor still to be used, its :data:`TensorExposure`."""
 Add = tuple[str, int, float]  # (memory, level, bits) a joining Einsum reserves
 
 
@@ -97,13 +99,13 @@ def exposures(
     if placed is None:
         return []  # its shared copies in another order than an earlier user's
     b = p.b_next
-    per_tensor = []
+    per_tensor: list[list[tuple[TensorExposure | None, list[Add]]]] = []
     for t in sorted(set(state) | {t for t in uses if len(accessors[t]) > 1}):
         lo, hi, cps = state.get(t, (0, 0, ()))
         own = p.copies.get(t, ()) if t in uses else ()
-        mine = {c[:3] for c in own if c[0] <= hi}
+        own_keys = {c[:3] for c in own if c[0] <= hi}
         last = accessors[t][-1] <= j
-        choices = [_carry(c, c[:3] in mine, last, b) for c in cps]
+        choices = [_carry(c, c[:3] in own_keys, last, b) for c in cps]
         if any(not alts for alts in choices):
             return []
         if last:  # no later user: it leaves the exposure (and nothing is counted again)
@@ -113,7 +115,7 @@ def exposures(
             SharedCopy(lv, m, d, b, bits_of(t, m, d), FRESH, placed[t, lv, m])
             for lv, m, d, _ in own
         )
-        options = []
+        options: list[tuple[TensorExposure | None, list[Add]]] = []
         for combo in itertools.product(*choices):
             kept = [e for e, _ in combo if e is not None] + list(new)
             if any(e.level > b and e.promise == KEPT for e in kept):
@@ -125,9 +127,9 @@ def exposures(
             return []
         per_tensor.append(options)
     out = []
-    for combo in itertools.product(*per_tensor):
-        exposed = _renumbered(tuple(x for x, _ in combo if x is not None))
-        out.append((exposed, [a for _, x in combo for a in x]))
+    for picked in itertools.product(*per_tensor):
+        exposed = _renumbered(tuple(x for x, _ in picked if x is not None))
+        out.append((exposed, [a for _, x in picked for a in x]))
     return out
 
 
@@ -216,8 +218,11 @@ def _carry(
     if matched:  # the same reservation again, counted by this user
         return [] if c.promise == SKIPPED else [(None, [])]
     add = [(c.memory, c.depth + 1, c.bits)]
-    kept = (c._replace(shared=b, promise=KEPT), add)
-    skipped = (c._replace(shared=min(c.depth, b), promise=SKIPPED), [])
+    kept: tuple[SharedCopy | None, list[Add]] = (c._replace(shared=b, promise=KEPT), add)
+    skipped: tuple[SharedCopy | None, list[Add]] = (
+        c._replace(shared=min(c.depth, b), promise=SKIPPED),
+        [],
+    )
     if last:
         return [] if c.promise == KEPT else [(c, [])]
     if c.promise == KEPT:

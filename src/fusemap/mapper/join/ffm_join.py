@@ -214,8 +214,8 @@ class JoinOrder:
             if any(t not in live for t in earlier):
                 continue
             held = [c for c in key if c.tensor not in uses and c.backing != self.top]
-            for p in by_match.get(tuple(live[t] for t in earlier), []):
-                p = as_host(p, held)
+            for candidate in by_match.get(tuple(live[t] for t in earlier), []):
+                p = as_host(candidate, held)
                 if p is None:
                     continue  # does not share the loops of a tensor it holds tiled
                 nstate = self.rules.step(self.order, j, state, p.loops, p.b_prev, p.b_next)

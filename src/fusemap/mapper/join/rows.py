@@ -10,6 +10,7 @@ what joining the pairs one by one gives, in the same order.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -44,7 +45,7 @@ class PieceLike(Protocol):
 
 
 def join_pairs(
-    pairs: list[tuple[Group, PieceLike]],
+    pairs: Sequence[tuple[Group, PieceLike]],
     dest: list,
     table,
     memories: dict[str, float],

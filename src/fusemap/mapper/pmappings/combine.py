@@ -7,6 +7,7 @@ import numpy as np
 
 from ..pareto import pareto_mask
 from ..space.prefix import PrefixInterner
+from ..tiling.columns import Column
 from ..tiling.result import TemplateResult
 from .fused_rows import fused_criteria, stacked_buckets
 from .table import FusionColumns, PmappingTable, compatibility_of, empty_table, materialize
@@ -94,7 +95,7 @@ def _stack(results: list[TemplateResult]):
     return tmpl, row, energy, latency, res
 
 
-def _counts(results: list[TemplateResult], keep: np.ndarray) -> dict[str, np.ndarray]:
+def _counts(results: list[TemplateResult], keep: np.ndarray) -> dict[Column, np.ndarray]:
     names = sorted({n for r in results for n in r.latency_counts})
     return {
         n: np.concatenate([r.latency_counts.get(n, np.zeros(r.rows)) for r in results])[keep]

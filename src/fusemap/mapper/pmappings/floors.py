@@ -11,14 +11,16 @@ import numpy as np
 from ..space.prefix import marked
 from ..space.templates import template_key
 from ..tiling.result import TemplateResult
+from ..tiling.tiler import TemplateTiler
 
 
 def with_relaxed_twins(
-    tilers: list, variants: set[int], bounded: bool = True
-) -> tuple[list, set[int]]:
+    tilers: list[TemplateTiler], variants: set[int], bounded: bool = True
+) -> tuple[list[TemplateTiler], set[int]]:
     """``tilers`` with a relaxed twin (:meth:`TemplateTiler.relaxed_twin`) right after
     each unmarked one with two loop gaps or more above its deepest fused node."""
-    out, moved = [], set()
+    out: list[TemplateTiler] = []
+    moved: set[int] = set()
     for i, t in enumerate(tilers):
         if i in variants:
             moved.add(len(out))
@@ -46,7 +48,9 @@ def least_latency(result: TemplateResult) -> float:
     return -np.inf if math.isnan(least) else least
 
 
-def least_energy_by_template(done: list[TemplateResult], tilers: list) -> dict[tuple, float]:
+def least_energy_by_template(
+    done: list[TemplateResult], tilers: list[TemplateTiler]
+) -> dict[tuple, float]:
     """Per template, a lower bound of the energy of every valid tile shape of it: its
     least energy, or for a template the branch and bound emptied (it fuses nothing and
     no row beat the best template finished before it), that best; +inf if none is valid."""

@@ -140,7 +140,7 @@ class EinsumSearch:
     joined: frozenset[str]  # memories whose reservations the join adds up
     amounts: list[dict[str, float]] | None  # held beside templates that fuse nothing
     scale: int  # instances of the Einsum in the workload
-    bits: dict[str, int]  # bits per value of each tensor
+    bits: dict[str, float]  # bits per value of each tensor
     interner: PrefixInterner
     memo: dict
 

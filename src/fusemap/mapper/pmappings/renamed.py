@@ -60,7 +60,7 @@ class RenamedInterner(PrefixInterner):
     def __init__(self, base: PrefixInterner, tensors: dict[str, str], var: dict[str, str]):
         # No ``super().__init__()``: the prefixes are the base's, renamed.
         self.base = base
-        self.prefixes = RenamedPrefixes(base.prefixes, tensors, var)  # type: ignore[assignment]
+        self.prefixes = RenamedPrefixes(base.prefixes, tensors, var)
 
     def __getstate__(self) -> dict:
         return {"base": self.base, "prefixes": self.prefixes}

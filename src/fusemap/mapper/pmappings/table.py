@@ -8,6 +8,7 @@ turns any row into a LoopTree.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -15,6 +16,7 @@ import numpy as np
 from ...spec import mapping as M
 from ..space.prefix import Compatibility, PrefixInterner, SpatialTile
 from ..space.templates import Template
+from ..tiling.columns import Column
 from ..tiling.gap_orders import ordered_as_prefix
 from ..tiling.result import TemplateResult, renamed_result
 from ..tiling.uneven import spatial_tiles
@@ -66,13 +68,13 @@ class PmappingTable:
     """The Pareto-optimal pmappings of one Einsum."""
 
     einsum: str
-    results: list[TemplateResult]
+    results: Sequence[TemplateResult]  # a list (a renamed table's: a view, RenamedResults)
     template: np.ndarray  # (R,) index into ``results``
     row: np.ndarray  # (R,) row within that template's result
     energy: np.ndarray
     latency: np.ndarray
     reservations: dict[str, np.ndarray]  # memory -> bits, for memories that can overflow
-    latency_counts: dict[str, np.ndarray] = field(default_factory=dict)  # see TemplateResult
+    latency_counts: dict[Column, np.ndarray] = field(default_factory=dict)  # see TemplateResult
     stats: PmappingStats = field(default_factory=PmappingStats)
     fusion: FusionColumns | None = None  # with fusion: what the join needs per row
     notes: list[str] = field(default_factory=list)  # what the search relaxed (min_usage)
@@ -148,7 +150,7 @@ class PmappingTable:
                 top={tensors[t]: m for t, m in fusion.top.items()},
             )
         results = RenamedResults(self.results, tiles)
-        out = replace(self, einsum=einsum, results=results, fusion=fusion)  # type: ignore[arg-type]
+        out = replace(self, einsum=einsum, results=results, fusion=fusion)
         # Row i is this table's row i renamed (the relaxed join reads compatibilities
         # off the first table, :mod:`fusemap.mapper.join.completion`).
         out.__dict__["renamed_from"] = (self, tensors, var)

@@ -83,23 +83,34 @@ class MapperConfig:
 def config_from_spec(spec) -> MapperConfig:
     """The knobs given under the spec's ``mapper:`` key (others keep their defaults)."""
     extra = dict(getattr(spec.mapper, "model_extra", None) or {})
-    out = {}
-    for key, kind in (
-        ("imperfect", bool),
-        ("imperfect_max_bound", int),
-        ("spread_max_bound", int),
-        ("fused_loops_once", bool),
-    ):
-        if key in extra:
-            value = extra[key]
-            if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-                want = "true or false" if kind is bool else "an integer"
-                raise FusemapError(f"expected {want}, got {value!r}", spec.locate("mapper", key))
-            if key.endswith("max_bound") and not 0 <= value <= MAX_IMPERFECT_BOUND:
-                raise FusemapError(
-                    f"expected an integer from 0 to {MAX_IMPERFECT_BOUND} (every tile size "
-                    f"up to the bound is a candidate), got {value!r}",
-                    spec.locate("mapper", key),
-                )
-            out[key] = value
-    return MapperConfig(**out)
+    default = MapperConfig()
+
+    def flag(key: str, value: bool) -> bool:
+        if key not in extra:
+            return value
+        got = extra[key]
+        if not isinstance(got, bool):
+            raise FusemapError(f"expected true or false, got {got!r}", spec.locate("mapper", key))
+        return got
+
+    def bound(key: str, value: int) -> int:
+        if key not in extra:
+            return value
+        got = extra[key]
+        if not isinstance(got, int) or isinstance(got, bool):
+            raise FusemapError(f"expected an integer, got {got!r}", spec.locate("mapper", key))
+        if not 0 <= got <= MAX_IMPERFECT_BOUND:
+            raise FusemapError(
+                f"expected an integer from 0 to {MAX_IMPERFECT_BOUND} (every tile size "
+                f"up to the bound is a candidate), got {got!r}",
+                spec.locate("mapper", key),
+            )
+        return got
+
+    # in this order: the first bad key is the one reported
+    return MapperConfig(
+        imperfect=flag("imperfect", default.imperfect),
+        imperfect_max_bound=bound("imperfect_max_bound", default.imperfect_max_bound),
+        spread_max_bound=bound("spread_max_bound", default.spread_max_bound),
+        fused_loops_once=flag("fused_loops_once", default.fused_loops_once),
+    )

@@ -16,8 +16,8 @@ and the interner turns such plain tuples into entries (:func:`as_entries`).
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import NamedTuple
+from collections.abc import Callable, Sequence
+from typing import Final, Literal, NamedTuple
 
 import numpy as np
 
@@ -26,13 +26,13 @@ HOSTING = "@hosting"
 above it are shared with the users of a tensor held tiled across the Einsum."""
 
 
-LOOP = "loop"
+LOOP: Final = "loop"
 """Kind of a :class:`LoopEntry`."""
 
-BACK = "back"
+BACK: Final = "back"
 """Kind of a :class:`BackingEntry`."""
 
-MARK = "mark"
+MARK: Final = "mark"
 """Kind of a :class:`MarkEntry`: a pmapping's own storage node among its fused loops,
 kept in a prefix only while its template is searched and its loop orders are added
 (rows that place the same loops differently around the node are then never compared);
@@ -90,7 +90,7 @@ class LoopEntry(NamedTuple):
     """A loop of a fused prefix: over rank variable ``var``, leaving ``tile`` (a
     :class:`SpatialTile` for a spatial loop)."""
 
-    kind: str  # LOOP
+    kind: Literal["loop"]  # LOOP
     var: str
     tile: int
 
@@ -108,7 +108,7 @@ class BackingEntry(NamedTuple):
     """A fused backing node of a prefix: shared ``tensor`` backed in ``memory`` (or the
     virtual hosting holder, tensor :data:`HOSTING`)."""
 
-    kind: str  # BACK
+    kind: Literal["back"]  # BACK
     tensor: str
     memory: str
 
@@ -126,7 +126,7 @@ class MarkEntry(NamedTuple):
     """A pmapping's own storage node among its fused loops: ``tensor`` kept in
     ``memory`` (see :data:`MARK`)."""
 
-    kind: str  # MARK
+    kind: Literal["mark"]  # MARK
     tensor: str
     memory: str
 
@@ -219,7 +219,7 @@ class PrefixInterner:
     """Integer ids for fused prefixes (id 0 is the empty prefix)."""
 
     def __init__(self) -> None:
-        self.prefixes: list[Prefix] = [()]
+        self.prefixes: Sequence[Prefix] = [()]  # a list (a renamed interner's: a view)
         self._ids: dict[Prefix, int] = {(): 0}
         self._children: dict[tuple[int, int], int] = {}  # (parent, entries' id) -> id
         self._entry_ids: dict[tuple, int] = {}  # tuples hash slowly: ids once
@@ -227,7 +227,7 @@ class PrefixInterner:
     def __getstate__(self) -> dict:
         # caches: not worth sending to the parent
         caches = ("_loops", "_settled", "_unmarked")
-        fresh = {"_children": {}, "_entry_ids": {}}
+        fresh: dict[str, dict] = {"_children": {}, "_entry_ids": {}}
         return {k: v for k, v in self.__dict__.items() if k not in caches} | fresh
 
     def intern(self, prefix: tuple) -> int:
@@ -279,6 +279,7 @@ class PrefixInterner:
         if got is None:
             prefix = as_entries(prefix)
             got = self._ids[prefix] = len(self.prefixes)
+            assert isinstance(self.prefixes, list)  # a renamed interner interns nothing
             self.prefixes.append(prefix)
         return got
 

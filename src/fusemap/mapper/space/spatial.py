@@ -34,15 +34,14 @@ def spatial_choices(
     """Every assignment of spatial loops to the fanouts on the path. Several loops over
     one variable divide its bound together, unless it may be cut unevenly (then the
     tiler keeps the tile shapes that give every loop its trips)."""
-    dims = []
+    dims: list[list[tuple[SpatialLoop, ...]]] = []  # per fanout dimension, its choices
     for level, comp in enumerate(flat.path):
         for dim in comp.spatial:
             opts = _dim_assignments(info, dim, comp.name, spread_bound)
-            loops = [
-                tuple(SpatialLoop(comp.name, dim.name, level, v, n) for v, n in a) for a in opts
-            ]
-            dims.append(loops)
-    out = []
+            dims.append(
+                [tuple(SpatialLoop(comp.name, dim.name, level, v, n) for v, n in a) for a in opts]
+            )
+    out: list[tuple[SpatialLoop, ...]] = []
     for combo in itertools.product(*dims):
         loops = tuple(sum(combo, ()))
         per_var: dict[str, int] = {}
