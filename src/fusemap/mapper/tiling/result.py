@@ -71,15 +71,14 @@ class TemplateResult:
     def gap_tiles(self, rows: np.ndarray) -> tuple[list[np.ndarray], list[np.ndarray]]:
         """Per gap: the (rows, variables) tiles above its loops and below them, for some
         final rows (the DP trail walked up once)."""
-        n = len(self.stage_mids)
-        here: list[np.ndarray] = [None] * n  # type: ignore[list-item]
-        mids: list[np.ndarray] = [None] * n  # type: ignore[list-item]
+        here: list[np.ndarray] = []
+        mids: list[np.ndarray] = []
         r = np.asarray(rows, dtype=np.int64)
-        for j in range(n, 0, -1):
-            mids[j - 1] = self.stage_mids[j - 1][r]
+        for j in range(len(self.stage_mids), 0, -1):  # bottom up, then reversed
+            mids.append(self.stage_mids[j - 1][r])
             r = self.stage_parents[j - 1][r]
-            here[j - 1] = self.stage_sizes[j - 1][r]
-        return here, mids
+            here.append(self.stage_sizes[j - 1][r])
+        return here[::-1], mids[::-1]
 
 
 def renamed_result(
