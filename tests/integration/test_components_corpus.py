@@ -23,12 +23,12 @@ from fusemap.spec.arch_eval import ArchEvaluator
 from fusemap.spec.errors import SpecError
 from fusemap.spec.resolve import resolve_workload
 from fusemap.spec.spec import load_spec
-from simple_mappings import simple_mapping
+from tests.support.paths import CORPUS, absent_reason
+from tests.support.simple_mappings import simple_mapping
 
-CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "accelforge-examples"
 ARCHES, WORKLOADS = CORPUS / "arches", CORPUS / "workloads"
 if not CORPUS.is_dir():
-    pytest.skip("the shared corpus (../shared) is absent", allow_module_level=True)
+    pytest.skip(absent_reason(CORPUS), allow_module_level=True)
 
 # Each compute-in-memory arch with a compute-in-memory workload of the corpus.
 CIM = {

@@ -19,11 +19,10 @@ from fusemap.spec.arch_eval import ArchEvaluator
 from fusemap.spec.errors import SpecError
 from fusemap.spec.resolve import resolve_workload
 from fusemap.spec.spec import load_spec
+from tests.support.paths import CORPUS, absent_reason
 
-SHARED = Path(__file__).resolve().parents[2] / "shared"
-CORPUS = SHARED / "corpus" / "accelforge-examples"
 if not CORPUS.is_dir():
-    pytest.skip("the shared corpus (../shared) is absent", allow_module_level=True)
+    pytest.skip(absent_reason(CORPUS), allow_module_level=True)
 
 ARCHES, WORKLOADS = CORPUS / "arches", CORPUS / "workloads"
 SIMPLE = ARCHES / "simple.yaml"

@@ -19,9 +19,8 @@ from fusemap.cli import app
 from fusemap.examples import example_path
 from fusemap.report.io import write_atomic
 from fusemap.spec.errors import InvalidMappingError, SpecError
+from tests.support.paths import CORPUS, ROOT, shared_path
 
-ROOT = Path(__file__).resolve().parents[1]
-CORPUS = ROOT.parent / "shared" / "corpus" / "accelforge-examples"
 FILES = [example_path(n) for n in ("arch.yaml", "three_matmuls.yaml", "fused_mapping.yaml")]
 
 
@@ -138,8 +137,7 @@ def test_output_files_get_the_umask_mode_and_keep_an_existing_one(tmp_path):
 
 
 def test_missing_rename_is_named_not_a_builtin_function():
-    if not CORPUS.exists():
-        pytest.skip("../shared corpus absent")
+    shared_path(CORPUS)
     files = [CORPUS / "arches/tpu_v4i.yaml", CORPUS / "workloads/transformers/mamba/mamba.yaml"]
     with pytest.raises(SpecError) as info:
         from fusemap.report.checks import check_spec

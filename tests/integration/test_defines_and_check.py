@@ -3,8 +3,6 @@ that can be priced, and prints evaluated sizes)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from typer.testing import CliRunner
 
@@ -13,9 +11,9 @@ from fusemap.cli import app
 from fusemap.examples import example_path
 from fusemap.spec.errors import SpecError
 from fusemap.spec.spec import load_spec
+from tests.support.paths import CORPUS, shared_path
 
 FILES = [example_path(n) for n in ("arch.yaml", "three_matmuls.yaml", "fused_mapping.yaml")]
-CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "accelforge-examples"
 
 
 def run(*args: str):
@@ -68,8 +66,7 @@ def test_a_variable_read_only_under_a_false_branch_still_counts_as_used(tmp_path
 
 @pytest.mark.parametrize("arch", ["eyeriss", "simba"])
 def test_check_does_not_say_ok_for_a_spec_that_cannot_be_priced(arch):
-    if not CORPUS.exists():
-        pytest.skip("../shared corpus absent")
+    shared_path(CORPUS)
     from fusemap.spec import component_models
 
     if component_models.available():
@@ -84,8 +81,7 @@ def test_check_does_not_say_ok_for_a_spec_that_cannot_be_priced(arch):
 
 
 def test_check_prints_evaluated_sizes_not_expressions():
-    if not CORPUS.exists():
-        pytest.skip("../shared corpus absent")
+    shared_path(CORPUS)
     files = [CORPUS / "arches/tpu_v4i.yaml", CORPUS / "workloads/basic/matmuls.yaml"]
     result = run("check", *map(str, files), "-D", "N_EINSUMS=2")
     out = result.output

@@ -17,10 +17,10 @@ from fusemap.model.evaluate import evaluate_mapping
 from fusemap.report import plots
 from fusemap.report.render import render
 from fusemap.spec.spec import load_spec
+from tests.support.paths import SHARED, shared_path
 
 ARCH, WORKLOAD = example_path("arch.yaml"), example_path("three_matmuls.yaml")
 FILES = [ARCH, WORKLOAD, example_path("fused_mapping.yaml")]
-SHARED = Path(__file__).resolve().parents[2] / "shared"
 
 
 def test_svg_draws_one_box_per_merged_storage_node(tmp_path):
@@ -40,8 +40,7 @@ def test_gpt3_drawing_is_compact():
     from fusemap.report.looptree import annotate, display_tree
 
     case = SHARED / "reference/model-mapper-shapes/ffm_gpt3_tok1024"
-    if not case.exists():
-        pytest.skip("../shared/reference is not available")
+    shared_path(case)
     workload = (case / (case / "workload.path").read_text().strip()).resolve()
     params = json.loads((case / "params.json").read_text())
     spec = load_spec(case / "arch.yaml", workload, case / "mapping.yaml", variables=params)

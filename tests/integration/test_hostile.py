@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from cli_helpers import run_cli
+from tests.support.cli_helpers import run_cli
 
 ARCH = """\
 arch:

@@ -6,7 +6,6 @@ fanout usage, and ``map -q`` leaves the tree out."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -19,10 +18,10 @@ from fusemap.report.render import text_tree
 from fusemap.spec import mapping as M
 from fusemap.spec.errors import FusemapError
 from fusemap.spec.spec import load_spec
+from tests.support.paths import REFERENCE, shared_path
 
 ARCH, WORKLOAD = example_path("arch.yaml"), example_path("three_matmuls.yaml")
 SPEC = load_spec(ARCH, WORKLOAD, variables={"M": 8, "N": 4})
-SHARED = Path(__file__).resolve().parents[2] / "shared"
 
 TENSORS_OF = {"T1": ["T0", "W0", "T1"], "T2": ["T1", "W1", "T2"], "T3": ["T2", "W2", "T3"]}
 VARS_OF = {"T1": ["m", "n0", "n1"], "T2": ["m", "n1", "n2"], "T3": ["m", "n2", "n3"]}
@@ -151,9 +150,7 @@ def test_merging_storage_never_changes_a_count_or_a_usage(mapping):
 def test_gpt3_reference_mapping_merged_gives_the_same_numbers():
     from fusemap.report.looptree import annotate, merge_storage
 
-    case = SHARED / "reference/model-mapper-shapes/ffm_gpt3_tok1024"
-    if not case.exists():
-        return
+    case = shared_path(REFERENCE / "model-mapper-shapes/ffm_gpt3_tok1024")
     workload = (case / (case / "workload.path").read_text().strip()).resolve()
     params = json.loads((case / "params.json").read_text())
     spec = load_spec(case / "arch.yaml", workload, case / "mapping.yaml", variables=params)

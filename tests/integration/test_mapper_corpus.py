@@ -8,16 +8,15 @@ scored by ``fusemap evaluate --einsum``, must give the same energy.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
-from cli_helpers import run_cli
+from tests.support.cli_helpers import run_cli
+from tests.support.paths import SHARED, absent_reason
 
-SHARED = Path(__file__).resolve().parents[2] / "shared"
 CASES = SHARED / "reference" / "mapper" / "cases.json"
 if not CASES.is_file():
-    pytest.skip("the shared reference (../shared) is absent", allow_module_level=True)
+    pytest.skip(absent_reason(CASES), allow_module_level=True)
 
 SINGLE = ["simple_mm128_n1", "simple_e100_mm128_n1", "tpu_mm128_n1"]
 

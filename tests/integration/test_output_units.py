@@ -7,7 +7,6 @@ import json
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -17,9 +16,8 @@ from fusemap.examples import example_path
 from fusemap.model.evaluate import evaluate_mapping
 from fusemap.spec.errors import InvalidMappingError
 from fusemap.spec.spec import load_spec
+from tests.support.paths import ROOT, SHARED, shared_path
 
-ROOT = Path(__file__).resolve().parents[1]
-SHARED = ROOT.parent / "shared"
 FILES = [example_path(n) for n in ("arch.yaml", "three_matmuls.yaml", "fused_mapping.yaml")]
 
 
@@ -56,8 +54,7 @@ def test_evaluate_prints_the_buffer_area_in_mm2():
 
 def test_tpu_global_buffer_area_reads_as_its_spec_says():
     case = SHARED / "reference/model-mapper-shapes/ffm_gpt3_tok1024"
-    if not case.exists():
-        pytest.skip("../shared/reference is not available")
+    shared_path(case)
     workload = (case / (case / "workload.path").read_text().strip()).resolve()
     params = json.loads((case / "params.json").read_text())
     spec = load_spec(case / "arch.yaml", workload, case / "mapping.yaml", variables=params)
@@ -115,8 +112,7 @@ def test_passes_table_gives_fiber_sizes_in_binary_bytes():
 def test_unitless_toy_spec_prints_plain_numbers():
     """A spec whose actions cost 1 and take 1 per second counts actions and cycles."""
     case = SHARED / "reference/model/matmul1_unfused_test_model"
-    if not case.exists():
-        pytest.skip("../shared/reference is not available")
+    shared_path(case)
     params = json.loads((case / "params.json").read_text())
     spec = load_spec(case / "arch.yaml", case / "workload.yaml", case / "mapping.yaml",
                      variables=params)  # fmt: skip

@@ -18,9 +18,9 @@ from typer.testing import CliRunner
 
 from fusemap.cli import app
 from fusemap.examples import example_path
+from tests.support.paths import REFERENCE, shared_path
 
-SHARED = Path(__file__).resolve().parents[2] / "shared"
-GPT3 = SHARED / "reference/model-mapper-shapes/ffm_gpt3_tok1024"
+GPT3 = REFERENCE / "model-mapper-shapes/ffm_gpt3_tok1024"
 BROWSER = next(
     (p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None
 )
@@ -47,8 +47,7 @@ def browse(page: Path, tmp_path: Path, *extra: str, fragment: str = "") -> tuple
 
 
 def _gpt3_report(tmp_path: Path) -> Path:
-    if not GPT3.exists():
-        pytest.skip("../shared/reference is not available")
+    shared_path(GPT3)
     workload = (GPT3 / (GPT3 / "workload.path").read_text().strip()).resolve()
     params = json.loads((GPT3 / "params.json").read_text())
     defines = [x for k, v in params.items() for x in ("-D", f"{k}={v}")]

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "experiments" / "fusemax"))
+from tests.support.paths import ROOT
+
+sys.path.insert(0, str(ROOT / "experiments" / "fusemax"))
 
 import reproduce  # noqa: E402
 

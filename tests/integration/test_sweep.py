@@ -12,11 +12,11 @@ import pandas as pd
 import pytest
 
 import fusemap
-from cli_helpers import run_cli
 from fusemap.sweeps import run as sweep_run
 from fusemap.sweeps.run import run_sweep
 from fusemap.sweeps.store import ResultStore
-from sweep_helpers import SIX_POINTS, TIMING_COLUMNS, write_specs
+from tests.support.cli_helpers import run_cli
+from tests.support.sweep_helpers import SIX_POINTS, TIMING_COLUMNS, write_specs
 
 
 @pytest.fixture(scope="module")

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from cli_helpers import run_cli
-from test_errors import ARCH, MAPPING, WORKLOAD, assert_clean_error, write
+from tests.support.cli_helpers import run_cli
+from tests.support.cli_specs import ARCH, MAPPING, WORKLOAD, assert_clean_error, write
 
 
 @pytest.fixture

@@ -20,8 +20,8 @@ from fusemap.mapper.pmappings.generate import generate_pmappings
 from fusemap.mapper.space.templates import MapperConfig
 from fusemap.model.evaluate import evaluate_mapping
 from fusemap.spec.spec import load_spec
-from mapper_bruteforce import brute_force, count
-from model_helpers import (
+from tests.support.mapper_bruteforce import brute_force, count
+from tests.support.model_helpers import (
     access,
     arch,
     chain_matmul,

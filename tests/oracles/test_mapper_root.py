@@ -11,8 +11,16 @@ import pytest
 
 from fusemap.mapper.ffm import map_workload
 from fusemap.spec.spec import load_spec
-from looptree_oracle import LoopTreeOracle
-from model_helpers import access, arch, compute_unit, einsum, memory, to_yaml, workload
+from tests.support.looptree_oracle import LoopTreeOracle
+from tests.support.model_helpers import (
+    access,
+    arch,
+    compute_unit,
+    einsum,
+    memory,
+    to_yaml,
+    workload,
+)
 
 
 def _spec(tmp_path, gb_bits: int):

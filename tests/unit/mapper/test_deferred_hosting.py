@@ -26,8 +26,8 @@ from fusemap.mapper.space.templates import config_from_spec
 from fusemap.spec.arch_eval import ArchEvaluator
 from fusemap.spec.resolve import resolve_workload
 from fusemap.spec.spec import load_spec
-from model_helpers import to_yaml
-from test_looptree_oracle import _arch, _workload
+from tests.support.model_helpers import to_yaml
+from tests.support.oracle_cases import random_arch, random_workload
 
 SEEDS = range(8)
 
@@ -35,9 +35,9 @@ SEEDS = range(8)
 def _spec(seed: int, tmp_path):
     """A workload where E1 lies between A's writer E0 and its reader E2."""
     rng = random.Random(500 + seed)
-    wl, bounds = _workload(rng, "skip", 3)
+    wl, bounds = random_workload(rng, "skip", 3)
     a = bounds["m"] * bounds["n"] * 8
-    arch = _arch(rng, 2 + seed % 2, rng.choice([a, 2 * a, 3 * a]))
+    arch = random_arch(rng, 2 + seed % 2, rng.choice([a, 2 * a, 3 * a]))
     path = tmp_path / f"skip{seed}.yaml"
     path.write_text(to_yaml({**arch, **wl}))
     return load_spec(path)

@@ -11,11 +11,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cli_helpers import run_cli
 from fusemap.examples import example_path
 from fusemap.mapper.space.divisors import divisors, prime_factors
 from fusemap.mapper.space.templates import candidate_sizes, next_sizes
 from fusemap.mapper.tiling.tiler import SizeIndex, _tile_tables
+from tests.support.cli_helpers import run_cli
 
 
 def brute_divisors(n: int) -> list[int]:

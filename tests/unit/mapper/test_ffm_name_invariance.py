@@ -17,8 +17,8 @@ import pytest
 
 from fusemap.mapper.ffm import map_workload
 from fusemap.spec.spec import load_spec
-from model_helpers import to_yaml
-from test_looptree_oracle import SHAPES, _arch, _workload
+from tests.support.model_helpers import to_yaml
+from tests.support.oracle_cases import SHAPES, random_arch, random_workload
 
 
 def _renamed(wl: dict) -> dict:
@@ -45,14 +45,14 @@ def _renamed(wl: dict) -> dict:
 def _specs(seed: int, tmp_path, shape: str | None = None):
     rng = random.Random(1000 + seed)
     shape = shape or SHAPES[seed % len(SHAPES)]
-    wl, bounds = _workload(rng, shape, 3)
+    wl, bounds = random_workload(rng, shape, 3)
     sizes = [
         math.prod(bounds[v] for v in a["projection"])
         for e in wl["workload"]["einsums"]
         for a in e["tensor_accesses"]
     ]
     biggest = max(sizes) * 8
-    arch = _arch(rng, 2 + (seed % 3 == 0), max(rng.choice([biggest // 2, biggest]), 16))
+    arch = random_arch(rng, 2 + (seed % 3 == 0), max(rng.choice([biggest // 2, biggest]), 16))
     out = []
     for k, w in enumerate((wl, _renamed(wl))):
         path = tmp_path / f"case{seed}_{k}.yaml"

@@ -17,9 +17,9 @@ from fusemap.mapper.pmappings import tables
 from fusemap.mapper.pmappings.generate import generate_pmappings
 from fusemap.mapper.tiling import suffix
 from fusemap.spec.spec import load_spec
-from model_helpers import access, einsum, to_yaml, workload
-from test_deferred_hosting import _config
-from test_looptree_oracle import _arch, _mm
+from tests.support.model_helpers import access, einsum, to_yaml, workload
+from tests.support.oracle_cases import mm, random_arch
+from tests.unit.mapper.test_deferred_hosting import _config
 
 SEEDS = range(6)
 PROJECTIONS = ["P", "Q", "R"]
@@ -30,13 +30,13 @@ def _spec(seed: int, tmp_path):
     across Q and R (P, Q and R fuse and host differently)."""
     rng = random.Random(700 + seed)
     b = {"m": rng.choice([2, 4]), "k": rng.choice([2, 3]), "n": rng.choice([2, 4])}
-    es = [_mm(e, "X", "W" + e, "T" + e, "k", "n") for e in PROJECTIONS]
+    es = [mm(e, "X", "W" + e, "T" + e, "k", "n") for e in PROJECTIONS]
     es.append(einsum("S", access("TP", ["m", "n"]), access("TQ", ["m", "n"]),
                      access("S", ["m", "n"], output=True)))  # fmt: skip
     es.append(einsum("T", access("S", ["m", "n"]), access("TR", ["m", "n"]),
                      access("T", ["m", "n"], output=True)))  # fmt: skip
     a = b["m"] * b["n"] * 8
-    arch = _arch(rng, 2 + seed % 2, rng.choice([a, 2 * a, 3 * a]))
+    arch = random_arch(rng, 2 + seed % 2, rng.choice([a, 2 * a, 3 * a]))
     path = tmp_path / f"qkv{seed}.yaml"
     path.write_text(to_yaml({**arch, **workload(b, *es)}))
     return load_spec(path)

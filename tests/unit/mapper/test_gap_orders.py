@@ -33,7 +33,15 @@ from fusemap.mapper.tiling.gap_orders import (
 from fusemap.model.evaluate import evaluate_mapping
 from fusemap.spec import mapping as M
 from fusemap.spec.spec import load_spec
-from model_helpers import access, arch, compute_unit, einsum, memory, to_yaml, workload
+from tests.support.model_helpers import (
+    access,
+    arch,
+    compute_unit,
+    einsum,
+    memory,
+    to_yaml,
+    workload,
+)
 
 
 def _result(holders, variables, relevance, spatial=()):

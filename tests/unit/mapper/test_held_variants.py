@@ -12,7 +12,7 @@ import pytest
 from fusemap.mapper.ffm import map_workload
 from fusemap.mapper.pmappings import generate as pmappings
 from fusemap.mapper.tiling import search
-from test_deferred_hosting import _spec
+from tests.unit.mapper.test_deferred_hosting import _spec
 
 SEEDS = range(12)
 
@@ -60,7 +60,7 @@ def _least_beside_each_amount(spec, skip: bool, monkeypatch) -> list[float]:
     import numpy as np
 
     from fusemap.mapper.space.templates import join_memories
-    from test_deferred_hosting import _config
+    from tests.unit.mapper.test_deferred_hosting import _config
 
     monkeypatch.setattr(pmappings, "SKIP_FITTING_VARIANTS", skip)
     wl, arch, config = _config(spec)

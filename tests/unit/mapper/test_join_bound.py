@@ -135,9 +135,9 @@ def test_capped_joins_give_the_unbounded_optimum(objective, kib, tables_once, mo
 def test_a_cap_that_finds_nothing_gives_way_to_the_next(objective, tmp_path, monkeypatch):
     """Brute-force case 0: the least energy of every Einsum does not fit together, so
     the first caps find nothing; the answer is the unbounded join's."""
-    from test_ffm_bruteforce import _case
+    from tests.support.ffm_cases import ffm_case
 
-    spec = _case(0, tmp_path)
+    spec = ffm_case(0, tmp_path)
     capped = map_workload(spec, objective)
     assert len(capped.statistics.caps) > 1
     monkeypatch.setattr(ffm, "DEEPENING", ())

@@ -29,7 +29,7 @@ from fusemap.spec import mapping as M
 from fusemap.spec.errors import FusemapError, InvalidMappingError
 from fusemap.spec.resolve import resolve_workload
 from fusemap.spec.spec import load_spec
-from model_helpers import (
+from tests.support.model_helpers import (
     access,
     arch,
     chain_matmul,
@@ -39,7 +39,7 @@ from model_helpers import (
     to_yaml,
     workload,
 )
-from test_mapper_passes import ARCH, CASCADES, TINY, _unrestricted
+from tests.unit.mapper.test_mapper_passes import ARCH, CASCADES, TINY, _unrestricted
 
 # -- the model's count of the mapping the join used to return (hand-computed) ----------
 
@@ -456,7 +456,7 @@ def test_two_users_share_one_copy_of_an_input_above_a_shared_loop(tmp_path):
     """The LoopTree oracle's shared-input seed 3 (X read by E0 and E1, fused into E2 under
     ``m`` and ``n``): the optimum keeps one GB copy of X under ``m``, above ``n``, for
     both (2768, found by the oracle over every LoopTree; 3144 without shared copies)."""
-    from test_looptree_oracle import _spec as oracle_spec
+    from tests.support.oracle_cases import case_spec as oracle_spec
 
     spec, _ = oracle_spec(3, tmp_path, "shared_input")
     got = ffm.map_workload(spec, "energy").best

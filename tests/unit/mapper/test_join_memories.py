@@ -20,7 +20,7 @@ from fusemap.mapper.space.templates import config_from_spec, join_memories
 from fusemap.spec.arch_eval import ArchEvaluator
 from fusemap.spec.resolve import resolve_workload
 from fusemap.spec.spec import load_spec
-from model_helpers import (
+from tests.support.model_helpers import (
     access,
     arch,
     chain_matmul,

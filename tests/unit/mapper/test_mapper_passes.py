@@ -14,15 +14,15 @@ from pathlib import Path
 
 import pytest
 
-from cli_helpers import run_cli
-from dependency_check import broken_dependencies
 from fusemap.mapper import ffm
 from fusemap.mapper.join.dependencies import FusionRules
 from fusemap.spec.resolve import resolve_workload
 from fusemap.spec.spec import load_spec
+from tests.support.cli_helpers import run_cli
+from tests.support.dependency_check import broken_dependencies
+from tests.support.paths import ATTENTION, PACKAGE_EXAMPLES
 
-ROOT = Path(__file__).resolve().parents[1]
-CASCADES = ROOT / "examples" / "attention"
+CASCADES = ATTENTION
 TINY = dict(B=1, H=1, E=2, F=2, P=2, M=8, M0=4)
 
 ARCH = """
@@ -149,7 +149,7 @@ def test_map_all_orders_keeps_a_recurrence_reader_before_its_writer(arch_file):
 
 
 def test_plain_workload_reports_no_pass_bound(arch_file):
-    examples = ROOT / "src" / "fusemap" / "examples"
+    examples = PACKAGE_EXAMPLES
     spec = load_spec(arch_file, examples / "three_matmuls.yaml", variables={"M": 4, "N": 4})
     assert ffm.map_workload(spec).passes == {}
     spec = load_spec(arch_file, examples / "transformer_layer.yaml",

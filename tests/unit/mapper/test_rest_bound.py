@@ -20,9 +20,9 @@ from fusemap.mapper.tiling.rest_bound import Trend, basis_trend
 from fusemap.mapper.tiling.terms import fill_basis, first_basis
 from fusemap.spec.resolve import resolve_workload
 from fusemap.spec.spec import load_spec
-from model_helpers import conv1d, matmul, three_level, to_yaml, two_level
-from test_ffm_bruteforce import _case
-from test_self_bound import MARGIN, _fills_dominate
+from tests.support.ffm_cases import ffm_case
+from tests.support.model_helpers import conv1d, matmul, three_level, to_yaml, two_level
+from tests.unit.mapper.test_self_bound import MARGIN, _fills_dominate
 
 
 def _spec(tmp_path, wl: dict, arch: dict | None = None, name: str = "s.yaml"):
@@ -169,7 +169,7 @@ def _fingerprint(table) -> list[tuple]:
 def _strided_chain(tmp_path):
     """Two strided convolutions in a row on three levels with small buffers: some nodes
     get no bound (their fill falls as tiles shrink), the others do."""
-    from model_helpers import access, einsum, workload
+    from tests.support.model_helpers import access, einsum, workload
 
     wl = workload(
         {"p": 4, "r": 2, "q": 2, "s": 2},
@@ -184,7 +184,7 @@ def _strided_chain(tmp_path):
 
 
 CASES = {
-    **{f"random {seed}": (lambda t, seed=seed: _case(seed, t), None) for seed in (2, 4, 5)},
+    **{f"random {seed}": (lambda t, seed=seed: ffm_case(seed, t), None) for seed in (2, 4, 5)},
     "fills below the fused node": (lambda t: _fills_dominate(5, t, False), ("E0", "E1")),
     "strided": (_strided_chain, ("A", "B")),
 }
@@ -227,7 +227,7 @@ def test_the_bound_cuts(tmp_path, monkeypatch):
 
 def test_a_bound_overstated_by_a_tenth_loses_rows(tmp_path, monkeypatch):
     """The equality tests can fail: the bound overstated by 10% loses rows."""
-    spec = _case(5, tmp_path)
+    spec = ffm_case(5, tmp_path)
     plain = _tables(spec, None, MARGIN)
     real = rest_bound._node_terms
     monkeypatch.setattr(

@@ -22,11 +22,19 @@ from fusemap.mapper.tiling import search, suffix
 from fusemap.spec.arch_eval import ArchEvaluator
 from fusemap.spec.resolve import resolve_workload
 from fusemap.spec.spec import load_spec
-from model_helpers import access, arch, compute_unit, einsum, memory, to_yaml, workload
-from test_deferred_hosting import _config
-from test_ffm_bruteforce import _case
-from test_front_store import PROJECTIONS, _rows
-from test_looptree_oracle import _mm
+from tests.support.ffm_cases import ffm_case
+from tests.support.model_helpers import (
+    access,
+    arch,
+    compute_unit,
+    einsum,
+    memory,
+    to_yaml,
+    workload,
+)
+from tests.support.oracle_cases import mm
+from tests.unit.mapper.test_deferred_hosting import _config
+from tests.unit.mapper.test_front_store import PROJECTIONS, _rows
 
 MARGIN = 0.3
 """Wide, so that many rows lie between the least and the bound."""
@@ -51,7 +59,7 @@ def _tables(spec, self_bound):
 
 
 @pytest.mark.parametrize(
-    "make", [lambda t: _chain(0.25), lambda t: _chain(0.5, 4), lambda t: _case(3, t)]
+    "make", [lambda t: _chain(0.25), lambda t: _chain(0.5, 4), lambda t: ffm_case(3, t)]
 )
 def test_a_self_bounded_table_holds_every_row_up_to_its_bound(make, tmp_path):
     """Row for row (energy, latency), the complete table's rows up to the bound are the
@@ -84,9 +92,9 @@ def test_a_self_bounded_table_holds_every_row_up_to_its_bound(make, tmp_path):
     ("make", "enough"),
     [
         (lambda t: _chain(4.0), True),  # every Einsum at its least: the first tables do
-        (lambda t: _case(0, t), False),  # the leasts do not fit together
-        (lambda t: _case(5, t), None),
-        (lambda t: _case(7, t, on_chip=True), None),
+        (lambda t: ffm_case(0, t), False),  # the leasts do not fit together
+        (lambda t: ffm_case(5, t), None),
+        (lambda t: ffm_case(7, t, on_chip=True), None),
     ],
 )
 def test_the_answer_does_not_depend_on_the_self_bound(make, enough, tmp_path, monkeypatch):
@@ -109,13 +117,13 @@ def _fills_dominate(seed: int, tmp_path, projections: bool):
     rng = random.Random(seed)
     b = {"m": rng.choice([4, 8, 12])} | {f"n{i}": rng.choice([2, 4, 6]) for i in range(4)}
     if projections:
-        es = [_mm(e, "X", "W" + e, "T" + e, "n0", "n1") for e in PROJECTIONS]
+        es = [mm(e, "X", "W" + e, "T" + e, "n0", "n1") for e in PROJECTIONS]
         es.append(einsum("S", access("TP", ["m", "n1"]), access("TQ", ["m", "n1"]),
                          access("S", ["m", "n1"], output=True)))  # fmt: skip
         es.append(einsum("T", access("S", ["m", "n1"]), access("TR", ["m", "n1"]),
                          access("T", ["m", "n1"], output=True)))  # fmt: skip
     else:
-        es = [_mm(f"E{i}", f"T{i}", f"W{i}", f"T{i + 1}", f"n{i}", f"n{i + 1}") for i in range(3)]
+        es = [mm(f"E{i}", f"T{i}", f"W{i}", f"T{i + 1}", f"n{i}", f"n{i + 1}") for i in range(3)]
     nodes = [
         memory("DRAM", "inf", 0.05, 0.05, tensors={"keep": "~Intermediates", "may_keep": "All"}),
         memory(

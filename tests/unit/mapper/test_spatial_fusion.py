@@ -15,7 +15,7 @@ from fusemap.mapper.ffm import map_workload
 from fusemap.mapper.space.prefix import SpatialTile
 from fusemap.spec import mapping as M
 from fusemap.spec.spec import load_spec
-from model_helpers import (
+from tests.support.model_helpers import (
     arch,
     chain_matmul,
     compute_unit,

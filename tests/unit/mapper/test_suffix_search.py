@@ -20,7 +20,15 @@ from fusemap.mapper.pmappings.generate import generate_pmappings
 from fusemap.mapper.space.templates import config_from_spec
 from fusemap.mapper.tiling import suffix
 from fusemap.spec.spec import load_spec
-from model_helpers import access, arch, compute_unit, einsum, memory, to_yaml, workload
+from tests.support.model_helpers import (
+    access,
+    arch,
+    compute_unit,
+    einsum,
+    memory,
+    to_yaml,
+    workload,
+)
 
 
 def _spec(seed: int, tmp_path):

@@ -27,9 +27,17 @@ from fusemap.mapper.tiling.uneven import UnevenCounts
 from fusemap.model.evaluate import evaluate_mapping
 from fusemap.spec.resolve import resolve_workload
 from fusemap.spec.spec import load_spec
-from mapper_bruteforce import assert_optimum, brute_force, count
-from model_helpers import arch, chain_matmul, compute_unit, dim, memory, to_yaml, workload
-from test_rest_bound import _fingerprint
+from tests.support.mapper_bruteforce import assert_optimum, brute_force, count
+from tests.support.model_helpers import (
+    arch,
+    chain_matmul,
+    compute_unit,
+    dim,
+    memory,
+    to_yaml,
+    workload,
+)
+from tests.unit.mapper.test_rest_bound import _fingerprint
 
 BOUND = 4
 """``imperfect_max_bound`` of the cases: ranks of 3 spread unevenly, of 6 and 8 evenly."""

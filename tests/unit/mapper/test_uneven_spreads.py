@@ -18,8 +18,8 @@ from fusemap.mapper.space.templates import (
 from fusemap.mapper.tiling.uneven import spatial_tiles, spread_tiles, virtual_bound
 from fusemap.model.evaluate import evaluate_mapping
 from fusemap.spec.spec import load_spec
-from mapper_bruteforce import assert_optimum, brute_force, count
-from model_helpers import (
+from tests.support.mapper_bruteforce import assert_optimum, brute_force, count
+from tests.support.model_helpers import (
     access,
     arch,
     chain_matmul,

@@ -3,14 +3,13 @@ example files: cascade 5 on the FuseMax arch with the FuseMax mapping and bindin
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from fusemap.model.evaluate import evaluate_mapping
 from fusemap.spec.spec import load_spec
+from tests.support.paths import ATTENTION
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "attention"
+EXAMPLES = ATTENTION
 FUSED = ["QK", "LM", "RM", "SLN", "SLD", "SLNV", "PRM", "SPD", "RD", "SPNV", "RNV", "AV"]
 CLOCK = 940e6
 

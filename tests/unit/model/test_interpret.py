@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -11,8 +9,8 @@ from hypothesis import strategies as st
 
 from fusemap.analysis import interpret
 from fusemap.spec.errors import FusemapError
+from tests.support.paths import ATTENTION
 
-ATTENTION = Path(__file__).parent.parent / "examples" / "attention"
 E, F, M, P = 8, 5, 64, 64
 SIZES = {"B": 1, "H": 2, "E": E, "F": F, "SEQ": M}
 

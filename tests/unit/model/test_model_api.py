@@ -10,7 +10,7 @@ import pytest
 
 import fusemap
 from fusemap.model.result import Result
-from model_helpers import basic_matmul_mapping, matmul, two_level, write_spec
+from tests.support.model_helpers import basic_matmul_mapping, matmul, two_level, write_spec
 
 # MainMemory -> GlobalBuffer (leak 0.5) -> MAC, Z = A * B with M=2, K=3, N=4.
 # Energy (see test_model_rules): MM 26 + GB 114 + MAC 24 = 164 dynamic, latency 24

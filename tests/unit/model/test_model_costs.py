@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from model_helpers import (
+from tests.support.model_helpers import (
     action,
     arch,
     basic_matmul_mapping,

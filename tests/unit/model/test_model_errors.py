@@ -15,7 +15,7 @@ import pytest
 from fusemap.model.evaluate import evaluate_mapping
 from fusemap.spec.errors import FusemapError, InvalidMappingError, SpecError
 from fusemap.spec.spec import load_spec
-from model_helpers import (
+from tests.support.model_helpers import (
     arch,
     basic_matmul_mapping,
     compute,

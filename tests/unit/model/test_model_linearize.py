@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from fusemap.spec.errors import InvalidMappingError
-from model_helpers import (
+from tests.support.model_helpers import (
     arch,
     compute,
     compute_unit,

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from model_helpers import (
+from tests.support.model_helpers import (
     arch,
     compute,
     compute_unit,

@@ -12,7 +12,7 @@ import math
 
 import pytest
 
-from model_helpers import (
+from tests.support.model_helpers import (
     access,
     arch,
     basic_matmul_mapping,

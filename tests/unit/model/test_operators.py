@@ -13,7 +13,7 @@ from fusemap.model.evaluate import evaluate_mapping
 from fusemap.model.operators import point_operators
 from fusemap.spec.errors import FusemapError
 from fusemap.spec.resolve import resolve_workload
-from model_helpers import (
+from tests.support.model_helpers import (
     Tag,
     access,
     action,

@@ -7,14 +7,12 @@ cascades 1, 2, 3, 4, 4 with deferred division, the 2-pass variant and cascade 5.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
-from cli_helpers import run_cli
 from fusemap.analysis import analyze_passes
-
-ATTENTION = Path(__file__).parent.parent / "examples" / "attention"
+from tests.support.cli_helpers import run_cli
+from tests.support.paths import ATTENTION
 
 # (file, rank, passes, stages (None: not checked), live tensors -> elements of one fiber)
 # Sizes: the examples' defaults, SEQ = 1024 (M = K = 1024) and M0 = 256 (M1 = 4).

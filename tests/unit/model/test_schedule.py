@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 
 from fusemap.spec.mapping import Mapping
-from model_helpers import (
+from tests.support.model_helpers import (
     Tag,
     access,
     arch,

@@ -20,6 +20,7 @@ from fusemap.spec import component_models as cm
 from fusemap.spec.arch_eval import ArchEvaluator
 from fusemap.spec.errors import SpecError
 from fusemap.spec.resolve import resolve_workload
+from tests.support.paths import EXAMPLES, REFERENCE, shared_path
 
 SPEC = textwrap.dedent(
     """\
@@ -274,14 +275,13 @@ REAL = pytest.mark.skipif(
     sys.version_info < (3, 12) or not cm.available(),
     reason="the component model library (pip install 'fusemap[components]', Python 3.12+)",
 )
-EYERISS = Path(__file__).resolve().parents[2] / "shared/reference/model-components"
+EYERISS = REFERENCE / "model-components"
 
 
 @REAL
 def test_eyeriss_prices_are_the_libraries(tmp_path):
     case = EYERISS / "components_eyeriss_mm2"
-    if not case.is_dir():
-        pytest.skip("the shared reference folder is absent")
+    shared_path(case)
     spec = fusemap.load(case / "arch.yaml", case / "workload.yaml", N_EINSUMS=2)
     arch = ArchEvaluator(spec, resolve_workload(spec))
     comps = arch.components("Matmul0")
@@ -312,7 +312,7 @@ def test_the_mapper_prices_through_the_same_path_once(tmp_path, fake, monkeypatc
 
 @REAL
 def test_the_readme_cim_example():
-    cim = Path(__file__).resolve().parents[1] / "examples" / "cim"
+    cim = EXAMPLES / "cim"
     arch = cim / "analog_macro.yaml"
     spec = fusemap.load(arch, arch, cim / "analog_macro.mapping.yaml")
     r = fusemap.evaluate(spec)

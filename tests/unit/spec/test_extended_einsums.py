@@ -9,17 +9,16 @@ from __future__ import annotations
 
 import re
 import textwrap
-from pathlib import Path
 
 import pytest
 
-from cli_helpers import run_cli
 from fusemap.spec.affine import Affine
 from fusemap.spec.resolve import resolve_workload
 from fusemap.spec.spec import load_spec
 from fusemap.spec.workload import Einsum
+from tests.support.cli_helpers import run_cli
+from tests.support.paths import ATTENTION, PACKAGE_EXAMPLES
 
-ATTENTION = Path(__file__).parent.parent / "examples" / "attention"
 SMALL = {"B": 1, "H": 2, "E": 8, "F": 5, "SEQ": 64, "M0": 16}
 
 
@@ -108,7 +107,7 @@ def test_cascade5_resolves_with_sizes_and_constants():
 
 
 def test_check_accepts_every_attention_example(monkeypatch, capsys):
-    arch = Path(__file__).parent.parent / "src" / "fusemap" / "examples" / "arch.yaml"
+    arch = PACKAGE_EXAMPLES / "arch.yaml"
     for path in sorted(ATTENTION.glob("cascade*.yaml")) + [ATTENTION / "two_pass.yaml"]:
         code, out = run_cli(["check", str(arch), str(path), "-D", "SEQ=64", "-D", "M0=16",
                              "--allow-unused"], monkeypatch, capsys)  # fmt: skip

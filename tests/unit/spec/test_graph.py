@@ -7,16 +7,16 @@ are not dependencies on the current step, so the FuseMax cascades stay valid.
 from __future__ import annotations
 
 import textwrap
-from pathlib import Path
 
 import pytest
 
-from cli_helpers import run_cli
 from fusemap.spec.resolve import resolve_workload
 from fusemap.spec.spec import load_spec
-from test_errors import ARCH, assert_clean_error
+from tests.support.cli_helpers import run_cli
+from tests.support.cli_specs import ARCH, assert_clean_error
+from tests.support.paths import ATTENTION
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "attention"
+EXAMPLES = ATTENTION
 
 
 def workload(*einsums: str, sizes: str = "{M: 4, K: 4, N: 4}") -> str:

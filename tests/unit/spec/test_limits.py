@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from cli_helpers import run_cli
 from fusemap.spec import limits
 from fusemap.spec.errors import SpecError
+from tests.support.cli_helpers import run_cli
 
 ARCH = """\
 arch:

@@ -12,8 +12,7 @@ import pytest
 from fusemap.spec.errors import FusemapError, SpecError
 from fusemap.spec.loader import NoMergeDict, NoMergeList, load_files, parse_define
 from fusemap.spec.values import QuotedStr
-
-CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "accelforge-examples"
+from tests.support.paths import CORPUS, needs_shared
 
 
 def write(directory: Path, name: str, text: str) -> Path:
@@ -478,7 +477,7 @@ def test_no_error_escapes(tmp_path):
 
 # -- the corpus ------------------------------------------------------------------------
 
-needs_corpus = pytest.mark.skipif(not CORPUS.is_dir(), reason="shared corpus not present")
+needs_corpus = needs_shared(CORPUS)
 
 
 def _flatten(items):

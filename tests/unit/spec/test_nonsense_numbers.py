@@ -12,8 +12,8 @@ import json
 
 import pytest
 
-from cli_helpers import run_cli
-from test_errors import ARCH, MAPPING, WORKLOAD, assert_clean_error, check, sub, write
+from tests.support.cli_helpers import run_cli
+from tests.support.cli_specs import ARCH, MAPPING, WORKLOAD, assert_clean_error, check, sub, write
 
 # (id, file, old text, new text, expected: file:line: key: message)
 # fmt: off

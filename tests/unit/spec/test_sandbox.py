@@ -227,8 +227,8 @@ def test_ordinary_templates_still_work(text: str, out: str, host) -> None:
     ],
 )
 def test_system_files_are_not_read(tmp_path, monkeypatch, capsys, line: str) -> None:
-    from cli_helpers import run_cli
-    from test_errors import ARCH, WORKLOAD
+    from tests.support.cli_helpers import run_cli
+    from tests.support.cli_specs import ARCH, WORKLOAD
 
     (tmp_path / "arch.yaml").write_text(line + "\n" + ARCH)
     (tmp_path / "wl.yaml").write_text(WORKLOAD)

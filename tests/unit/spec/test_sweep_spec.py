@@ -7,7 +7,6 @@ import re
 
 import pytest
 
-from cli_helpers import run_cli
 from fusemap.spec.errors import Location, SpecError
 from fusemap.spec.spec import load_spec
 from fusemap.sweeps.plan import load_sweep
@@ -15,7 +14,9 @@ from fusemap.sweeps.points import prepare_points
 from fusemap.sweeps.ranges import swept_variable
 from fusemap.sweeps.record import ERROR, OK, MapperFigures, PointRecord
 from fusemap.sweeps.store import ResultStore
-from sweep_helpers import SIX_POINTS, write_specs
+from tests.support.cli_helpers import run_cli
+from tests.support.paths import ROOT
+from tests.support.sweep_helpers import SIX_POINTS, write_specs
 
 
 def values(raw):
@@ -232,9 +233,8 @@ def test_records_round_trip_through_parquet(tmp_path):
 
 
 def test_the_example_sweep_loads_every_point():
-    from pathlib import Path
 
-    example = Path(__file__).resolve().parents[1] / "examples/sweeps/transformer.yaml"
+    example = ROOT / "examples/sweeps/transformer.yaml"
     plan = load_sweep(example)
     assert plan.names == ("BUFFER_KIB", "S") and plan.fixed == {"D": 64, "H": 2}
     points = prepare_points(plan)
@@ -247,9 +247,8 @@ def test_the_example_sweep_loads_every_point():
 
 def test_lower_layers_never_import_the_sweeps():
     """spec -> model -> mapper -> report -> sweeps, cli: nothing below reaches up."""
-    from pathlib import Path
 
-    src = Path(__file__).resolve().parents[1] / "src/fusemap"
+    src = ROOT / "src/fusemap"
     for layer in ("spec", "model", "mapper", "analysis", "report"):
         for path in (src / layer).rglob("*.py"):
             imports = re.findall(r"^\s*(?:from|import) (\S+)", path.read_text(), re.M)
