@@ -1,9 +1,12 @@
-"""Every test starts with the default limits and a fresh expression budget; fixtures
-shared by several test modules."""
+"""Fixtures shared by the whole suite: every test starts with the default limits and a
+fresh expression budget; a deterministic clock for the time limits; a recorded join of
+a tiny chain. Paths (the repository, the shared data folder) are in
+``tests/support/paths.py``."""
 
 from __future__ import annotations
 
 import os
+import time
 
 import pytest
 
@@ -24,6 +27,37 @@ def _default_limits():
     if saved is not None:
         os.environ[limits.ENV_VAR] = saved
     limits.reset()
+
+
+class FakeClock:
+    """``time.monotonic`` advancing ``step`` seconds at each read: a time limit becomes a
+    number of clock reads (of deadline checks), the same on every machine."""
+
+    def __init__(self, step: float) -> None:
+        self.step = step
+        self.reads = 0
+
+    def __call__(self) -> float:
+        self.reads += 1
+        return self.reads * self.step
+
+    @property
+    def now(self) -> float:
+        """Seconds on this clock so far."""
+        return self.reads * self.step
+
+
+@pytest.fixture
+def fake_clock(monkeypatch):
+    """``fake_clock(step)`` replaces ``time.monotonic`` (what the limits read) by a
+    :class:`FakeClock` for the rest of the test and returns it."""
+
+    def install(step: float) -> FakeClock:
+        clock = FakeClock(step)
+        monkeypatch.setattr(time, "monotonic", clock)
+        return clock
+
+    return install
 
 
 @pytest.fixture(scope="session")

@@ -12,7 +12,6 @@ import re
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
@@ -111,10 +110,8 @@ def test_hostile_size_expression(tmp_path, monkeypatch, capsys, value, pattern):
     sentinel = tmp_path / "pwned"
     block = f"    size: >-\n      {value.format(sentinel=sentinel)}\n"
     arch = sub(ARCH, "    size: 1024\n", block)
-    started = time.monotonic()
     code, out = run_spec(tmp_path, monkeypatch, capsys, arch=arch)
-    assert time.monotonic() - started < 30
-    assert_refused(code, out, pattern)
+    assert_refused(code, out, pattern)  # a rule's refusal (the pattern), not the time limit's
     assert not sentinel.exists()
 
 
