@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fusemap.mapper.ffm import map_workload
+from fusemap.mapper.pmappings.generate import generate_pmappings
 from fusemap.model.evaluate import evaluate_mapping
 from fusemap.spec.spec import load_spec
 from tests.support.paths import ATTENTION, PACKAGE_EXAMPLES
@@ -28,14 +29,17 @@ OBJECTIVES = ("energy", "latency", "edp")
 @dataclass(frozen=True)
 class Case:
     """Files (an arch, a workload, maybe a mapping) and variables; ``kind`` is
-    ``evaluate`` (the spec's mapping, scored by the model) or ``map`` (the mapper's
-    Pareto front of energy and latency: its least energy, latency and EDP)."""
+    ``evaluate`` (the spec's mapping, scored by the model), ``map einsum`` (the
+    single-Einsum mapper's table of ``einsum``, every objective: its least energy,
+    latency and EDP) or ``map`` (the whole workload: FFM's Pareto front of energy and
+    latency, its least energy, latency and EDP; a slow test)."""
 
     name: str
     kind: str
     files: tuple[str, ...]
     variables: dict[str, Any] = field(default_factory=dict)
     einsums: tuple[str, ...] | None = None
+    einsum: str | None = None
 
     def spec(self):
         return load_spec(*self.files, variables=self.variables)
@@ -57,6 +61,12 @@ CASES = [
         "arch.yaml: three matmuls, the fused mapping",
         "evaluate",
         (_example("arch.yaml"), _example("three_matmuls.yaml"), _example("fused_mapping.yaml")),
+    ),
+    Case(
+        "arch.yaml: T1 of three matmuls, mapped alone",
+        "map einsum",
+        (_example("arch.yaml"), _example("three_matmuls.yaml")),
+        einsum="T1",
     ),
     Case(
         "arch.yaml: a two-matmul chain, mapped",
@@ -119,5 +129,17 @@ def mapped(case: Case, objective: str = "pareto") -> dict[str, float]:
     }
 
 
+def mapped_alone(case: Case) -> dict[str, float]:
+    """The least energy, latency and EDP of the single-Einsum mapper's table of
+    ``case.einsum`` (``fusemap map --einsum``; every objective)."""
+    table = generate_pmappings(case.spec(), case.einsum, objective="all")
+    return {
+        "energy": float(table.energy.min()),
+        "latency": float(table.latency.min()),
+        "edp": float((table.energy * table.latency).min()),
+    }
+
+
 def numbers(case: Case) -> dict[str, float]:
-    return evaluated(case) if case.kind == "evaluate" else mapped(case)
+    compute = {"evaluate": evaluated, "map einsum": mapped_alone, "map": mapped}[case.kind]
+    return compute(case)

@@ -64,6 +64,7 @@ def test_render_writes_dot_and_text(tmp_path, suffix) -> None:
     assert out.exists() and out.stat().st_size > 0
 
 
+@pytest.mark.slow
 def test_render_svg_and_png_without_graphviz(tmp_path, monkeypatch) -> None:
     """Found 7: without graphviz, `render -o lt.svg` wrote lt.dot; now fusemap lays the
     tree out itself (SVG written directly, PNG through matplotlib)."""
@@ -79,6 +80,7 @@ def test_render_svg_and_png_without_graphviz(tmp_path, monkeypatch) -> None:
     assert "graphviz" in str(result.exception)  # a user error: one line, status 2
 
 
+@pytest.mark.slow
 def test_demo_maps_prints_and_draws(tmp_path) -> None:
     result = run("demo", "-o", str(tmp_path))
     assert result.exit_code == 0, result.output

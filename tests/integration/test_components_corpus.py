@@ -62,6 +62,7 @@ def _needs_plugins(path: Path) -> bool:
     return False
 
 
+@pytest.mark.slow
 def test_the_list_holds_every_arch_that_needs_plugins():
     files = [f for f in ARCHES.rglob("*.yaml") if "memory_cells" not in f.parts]
     found = {f.stem for f in files if not f.name.startswith("_") and _needs_plugins(f)}

@@ -21,6 +21,10 @@ from fusemap.spec.resolve import resolve_workload
 from fusemap.spec.spec import load_spec
 from tests.support.paths import CORPUS, absent_reason
 
+# Every corpus file (minutes on 2 cores): the slow set. The project's own examples are
+# checked in the fast set (tests/golden).
+pytestmark = pytest.mark.slow
+
 if not CORPUS.is_dir():
     pytest.skip(absent_reason(CORPUS), allow_module_level=True)
 

@@ -30,6 +30,7 @@ def test_pandas_and_pyarrow_are_declared_dependencies():
     assert {"pandas", "pyarrow"} <= names
 
 
+@pytest.mark.slow
 def test_result_frame_is_long_and_adds_up(tmp_path):
     result = fusemap.evaluate(fusemap.load(*FILES))
     frame = result.to_frame()
@@ -45,6 +46,7 @@ def test_result_frame_is_long_and_adds_up(tmp_path):
     frame.to_parquet(tmp_path / "r.parquet")  # pyarrow
 
 
+@pytest.mark.slow
 def test_statistics_and_pareto_frames():
     spec = fusemap.load(example_path("arch.yaml"), example_path("three_matmuls.yaml"))
     outcome = fusemap.map_workload(spec, objective="pareto")
@@ -93,6 +95,7 @@ def test_every_json_key_is_documented():
     assert not missing, f"docs/json.md does not document {missing}"
 
 
+@pytest.mark.slow
 def test_written_mapping_names_its_inputs_and_defines(tmp_path):
     out = tmp_path / "best.yaml"
     result = CliRunner().invoke(app, ["map", example_path("arch.yaml"),

@@ -53,6 +53,7 @@ def test_diff_of_two_mappings_names_what_changed_and_by_how_much(tmp_path):
     assert "LoopTree changes" in out and "-" in out and "(tile 8)" in out
 
 
+@pytest.mark.slow
 def test_diff_reads_the_inputs_a_written_mapping_names(tmp_path):
     energy, latency = tmp_path / "e.yaml", tmp_path / "l.yaml"
     for objective, out in (("energy", energy), ("latency", latency)):

@@ -81,6 +81,7 @@ def test_energy_plot_has_a_whole_title_readable_units_and_no_offset(captured, tm
     assert captured.figure.axes[0].get_yscale() == "log"
 
 
+@pytest.mark.slow
 def test_every_plot_is_written(tmp_path):
     result = evaluate_mapping(load_spec(*FILES))
     written = plots.write_plots(result, tmp_path, log=True)
@@ -90,6 +91,7 @@ def test_every_plot_is_written(tmp_path):
         assert p.read_bytes()[:4] == b"\x89PNG"
 
 
+@pytest.mark.slow
 def test_pareto_front_prints_with_units_and_o_saves_every_point(tmp_path):
     out = tmp_path / "front.yaml"
     result = CliRunner().invoke(

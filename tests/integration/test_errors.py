@@ -177,6 +177,7 @@ def test_bad_define(tmp_path, monkeypatch, capsys):
     assert_clean_error(code, out, r"bad definition '1X=3': expected NAME=VALUE")
 
 
+@pytest.mark.slow
 def test_debug_shows_traceback(tmp_path):
     """``--debug`` shows the traceback instead of the one line (run as a real process)."""
     arch = write(tmp_path, "arch.yaml", sub(ARCH, "    size: 1024\n", "    size: big\n"))

@@ -230,6 +230,7 @@ def test_custom_expression_functions_are_refused(tmp_path, monkeypatch, capsys):
     assert not sentinel.exists()
 
 
+@pytest.mark.slow
 def test_hostile_define_value(tmp_path):
     """A -D value is data: Jinja prints it, it is never evaluated as a template."""
     sentinel = tmp_path / "pwned"

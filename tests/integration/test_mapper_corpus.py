@@ -12,6 +12,7 @@ import json
 import pytest
 
 from tests.support.cli_helpers import run_cli
+from tests.support.marks import slow_except
 from tests.support.paths import SHARED, absent_reason
 
 CASES = SHARED / "reference" / "mapper" / "cases.json"
@@ -25,7 +26,7 @@ def _case(name: str) -> dict:
     return next(c for c in json.loads(CASES.read_text())["cases"] if c["name"] == name)
 
 
-@pytest.mark.parametrize("name", SINGLE)
+@pytest.mark.parametrize("name", slow_except(SINGLE, fast=SINGLE[1:]))
 def test_single_einsum_optimum_is_at_most_the_reference(name, tmp_path, monkeypatch, capsys):
     case = _case(name)
     defines = [x for k, v in case["params"].items() for x in ("-D", f"{k}={v}")]

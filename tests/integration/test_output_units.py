@@ -52,6 +52,7 @@ def test_evaluate_prints_the_buffer_area_in_mm2():
     assert "1.5 mm²" in buffer_row and "µm²" not in buffer_row
 
 
+@pytest.mark.slow
 def test_tpu_global_buffer_area_reads_as_its_spec_says():
     case = SHARED / "reference/model-mapper-shapes/ffm_gpt3_tok1024"
     shared_path(case)
@@ -135,6 +136,7 @@ def test_real_spec_keeps_its_units():
 # -- Found 4: piped output is never cut at 80 columns -----------------------------------
 
 
+@pytest.mark.slow
 def test_piped_output_is_not_cut():
     cmd = [sys.executable, "-m", "fusemap.cli", "check", *FILES]
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False, cwd=ROOT)

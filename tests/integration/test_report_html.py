@@ -96,6 +96,7 @@ def test_gpt3_report_renders_in_chromium_without_errors(tmp_path):
     assert "GlobalBuffer: peak" in occupancy and "size 128 MiB" in occupancy
 
 
+@pytest.mark.slow
 @needs_browser
 def test_report_screenshot_and_sorting_script(tmp_path):
     """The page draws (a screenshot is a real PNG); its tables sort on a click."""
@@ -116,6 +117,7 @@ def test_report_screenshot_and_sorting_script(tmp_path):
     assert 'data-first="FFB"' in dom  # sorted by energy, largest first
 
 
+@pytest.mark.slow
 @needs_browser
 def test_pareto_report_links_every_point_to_its_mapping(tmp_path):
     out = tmp_path / "front.html"

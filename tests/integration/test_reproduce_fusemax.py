@@ -19,6 +19,8 @@ sys.path.insert(0, str(ROOT / "experiments" / "fusemax"))
 
 import reproduce  # noqa: E402
 
+pytestmark = pytest.mark.slow  # the FuseMax experiment on every model and length (minutes)
+
 
 def test_trxl_and_t5_ratios_equal_bert():
     bert = reproduce.compare("bert", 1024)

@@ -44,6 +44,7 @@ def serial_map(tmp_path, monkeypatch, capsys, buf: int, m: int) -> dict:
     return json.loads(out.read_text())
 
 
+@pytest.mark.slow
 def test_every_row_equals_a_serial_map_of_its_point(tmp_path, cluster, monkeypatch, capsys):
     path = write_specs(tmp_path)
     frame = fusemap.sweep(path, tmp_path / "out", client=cluster)
@@ -74,6 +75,7 @@ def test_every_row_equals_a_serial_map_of_its_point(tmp_path, cluster, monkeypat
     assert list(data.columns[:4]) == ["key", "point", "BUF", "M"]
 
 
+@pytest.mark.slow
 def test_an_interrupted_sweep_reruns_only_the_rest(tmp_path, cluster, monkeypatch):
     path = write_specs(tmp_path)
     written = []
@@ -105,6 +107,7 @@ def test_an_interrupted_sweep_reruns_only_the_rest(tmp_path, cluster, monkeypatc
     )
 
 
+@pytest.mark.slow
 def test_a_bad_point_records_its_error_and_the_others_complete(tmp_path, cluster):
     sweep = SIX_POINTS.replace("BUF: [1, 4]", "BUF: [4, -1, big, 0.01]").replace(
         "{from: 4, to: 16, factor: 2}", "[4]"
@@ -125,6 +128,7 @@ def test_a_bad_point_records_its_error_and_the_others_complete(tmp_path, cluster
     assert (retried.reused, retried.computed) == (1, 3)
 
 
+@pytest.mark.slow
 def test_one_and_two_workers_give_the_same_rows(tmp_path, cluster):
     """The default local cluster, 1 worker, against the 2-worker cluster."""
     path = write_specs(tmp_path)
@@ -136,6 +140,7 @@ def test_one_and_two_workers_give_the_same_rows(tmp_path, cluster):
     )
 
 
+@pytest.mark.slow
 def test_the_local_cluster_starts_early_and_is_always_closed(tmp_path, monkeypatch):
     """The local cluster starts while the points load; it is closed after the sweep,
     when every point was finished before (unused), and when loading fails."""
@@ -169,6 +174,7 @@ def test_the_local_cluster_starts_early_and_is_always_closed(tmp_path, monkeypat
     assert len(started) == len(closed) == 3
 
 
+@pytest.mark.slow
 def test_specs_travel_with_the_tasks(tmp_path, cluster, monkeypatch):
     """The workers never read the spec files: they are gone once the points are loaded."""
     path = write_specs(tmp_path)
@@ -184,6 +190,7 @@ def test_specs_travel_with_the_tasks(tmp_path, cluster, monkeypatch):
     assert outcome.count("ok") == 6
 
 
+@pytest.mark.slow
 def test_the_command_prints_a_summary_and_writes_plots(tmp_path, cluster, monkeypatch, capsys):
     path = write_specs(tmp_path)
     monkeypatch.chdir(tmp_path)
@@ -201,6 +208,7 @@ def test_the_command_prints_a_summary_and_writes_plots(tmp_path, cluster, monkey
     assert code == 0 and "6 of 6 points finished earlier" in out and "Dask" not in out
 
 
+@pytest.mark.slow
 def test_map_on_the_cluster_gives_the_local_answer(tmp_path, cluster, monkeypatch, capsys):
     write_specs(tmp_path)
     files = [str(tmp_path / "specs" / n) for n in ("arch.yaml", "workload.yaml")]
@@ -230,6 +238,7 @@ def test_an_unreachable_scheduler_is_one_line(tmp_path, monkeypatch, capsys):
     assert len(out.strip().splitlines()) == 1, out
 
 
+@pytest.mark.slow
 def test_points_are_submitted_a_few_at_a_time(tmp_path, cluster, monkeypatch):
     """At most twice the workers' threads plus 2 points wait on the cluster at once."""
     sweep = SIX_POINTS.replace("BUF: [1, 4]", "BUF: [1, 2, 3, 4]").replace(
@@ -258,6 +267,7 @@ def test_points_are_submitted_a_few_at_a_time(tmp_path, cluster, monkeypatch):
     assert max(n for _, n in in_flight) <= 2 * 2 + 2
 
 
+@pytest.mark.slow
 def test_the_callers_limits_travel_to_the_workers(tmp_path, cluster):
     """The workers are other processes: without the task's limits they would use the
     defaults (evaluation_seconds = 120) and every point would map."""

@@ -17,6 +17,7 @@ import pytest
 
 from tests.support.cli_helpers import run_cli
 from tests.support.cli_specs import ARCH, MAPPING, WORKLOAD, assert_clean_error, write
+from tests.support.marks import slow_except
 
 
 @pytest.fixture
@@ -159,6 +160,7 @@ def test_an_included_file_is_an_input_too(tmp_path, monkeypatch, capsys):
     assert (tmp_path / "part.yaml").read_text() == "x: 1\n"
 
 
+@pytest.mark.slow
 def test_map_outputs_follow_the_same_rules(tmp_path, spec, monkeypatch, capsys):
     code, out = run_cli(["map", spec[0], spec[1], "-o", spec[1]], monkeypatch, capsys)
     assert_clean_error(code, out, r"output '.*wl\.yaml' is one of the input files")
@@ -184,7 +186,7 @@ io.write_atomic(Path(sys.argv[1]) / "out.json", "x" * 100000)
 """
 
 
-@pytest.mark.parametrize("sig", ["SIGTERM", "SIGHUP", "SIGINT"])
+@pytest.mark.parametrize("sig", slow_except(["SIGTERM", "SIGHUP", "SIGINT"], fast=["SIGTERM"]))
 def test_a_terminated_write_leaves_no_temporary_file(tmp_path, sig):
     script = textwrap.dedent(KILLED.format(sig=sig))
     proc = subprocess.run(

@@ -29,6 +29,7 @@ from fusemap.spec.arch_eval import ArchEvaluator
 from fusemap.spec.errors import InvalidMappingError
 from fusemap.spec.resolve import resolve_workload
 from tests.support.ffm_cases import ffm_case
+from tests.support.marks import slow_except
 
 
 def _brute_force(spec, objective: str) -> float:
@@ -131,11 +132,12 @@ def _valid(spec, wl, ar, names, tables, picks, top, energy, latency, memo: dict)
     )
 
 
-@pytest.mark.parametrize("seed", range(30))
+@pytest.mark.parametrize("seed", slow_except(range(30), fast=[1]))
 def test_ffm_matches_brute_force(seed, tmp_path):
     _check(ffm_case(seed, tmp_path), seed)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", range(12))
 def test_ffm_matches_brute_force_below_a_fanout(seed, tmp_path):
     """The buffer that may keep intermediates is below a spatial fanout: fused
@@ -143,6 +145,7 @@ def test_ffm_matches_brute_force_below_a_fanout(seed, tmp_path):
     _check(ffm_case(seed, tmp_path, fanout=True), seed)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", range(16))
 def test_ffm_matches_brute_force_intermediates_on_chip(seed, tmp_path):
     """DRAM may not keep intermediates: the buffer is the only memory that may back

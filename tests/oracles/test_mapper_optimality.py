@@ -21,6 +21,7 @@ from fusemap.mapper.space.templates import MapperConfig
 from fusemap.model.evaluate import evaluate_mapping
 from fusemap.spec.spec import load_spec
 from tests.support.mapper_bruteforce import brute_force, count
+from tests.support.marks import slow_except
 from tests.support.model_helpers import (
     access,
     arch,
@@ -107,7 +108,7 @@ def _case(seed: int, tmp_path, limit: int | None = 4000):
 CONFIG = MapperConfig(imperfect=True, imperfect_max_bound=16)
 
 
-@pytest.mark.parametrize("seed", range(32))
+@pytest.mark.parametrize("seed", slow_except(range(32), fast=[2]))
 def test_generator_matches_brute_force(seed, tmp_path):
     spec, kind = _case(seed, tmp_path)
     best = brute_force(spec, "Z")
@@ -122,7 +123,7 @@ def test_generator_matches_brute_force(seed, tmp_path):
     assert (energy * latency).min() == pytest.approx(best.edp, rel=1e-9), kind
 
 
-@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize("seed", slow_except(range(8), fast=[2, 4]))
 def test_energy_objective_finds_the_same_optimum(seed, tmp_path):
     """Pruning on energy alone (the fast mode) loses nothing for the energy optimum."""
     spec, _ = _case(seed, tmp_path)
@@ -131,6 +132,7 @@ def test_energy_objective_finds_the_same_optimum(seed, tmp_path):
     assert len(full) == 0 or fast.energy.min() == pytest.approx(full.energy.min(), rel=1e-12)
 
 
+@pytest.mark.slow
 @settings(max_examples=25, deadline=None)
 @given(seed=st.integers(0, 10_000), pick=st.integers(0, 10**6))
 def test_every_row_is_scored_the_same_by_the_model(seed, pick, tmp_path_factory):

@@ -37,3 +37,12 @@ def slow_except(values: Iterable[Any], fast: Iterable[Any]) -> list[Any]:
     missing = [f for f in fast if f not in keys]
     assert not missing, f"fast cases that are not among the values: {missing}"
     return out
+
+
+def examples(full: int, few: int) -> list[Any]:
+    """Values of a property test's ``examples`` argument: ``few`` in the fast set, its
+    own count ``full`` with the slow tests."""
+    return [
+        pytest.param(few, id=f"{few} examples"),
+        pytest.param(full, id=f"{full} examples", marks=slow),
+    ]

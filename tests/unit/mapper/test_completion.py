@@ -162,6 +162,7 @@ def test_the_relaxation_equals_the_brute_force(shape, data):
         assert list(c.around[j][r]) == list(want)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kib", [0.25, 0.5])
 def test_every_mapping_costs_at_least_the_relaxed_rest(kib, monkeypatch):
     spec = load_spec(

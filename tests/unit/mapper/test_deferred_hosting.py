@@ -26,6 +26,7 @@ from fusemap.mapper.space.templates import config_from_spec
 from fusemap.spec.arch_eval import ArchEvaluator
 from fusemap.spec.resolve import resolve_workload
 from fusemap.spec.spec import load_spec
+from tests.support.marks import slow_except
 from tests.support.model_helpers import to_yaml
 from tests.support.oracle_cases import random_arch, random_workload
 
@@ -53,7 +54,7 @@ def _config(spec):
     return wl, ArchEvaluator(spec, wl), config
 
 
-@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("seed", slow_except(SEEDS, fast=[2, 6]))
 def test_floors_bound_every_hosting_tile_shape(seed, tmp_path):
     spec = _spec(seed, tmp_path)
     wl, arch, config = _config(spec)
@@ -72,6 +73,7 @@ def test_floors_bound_every_hosting_tile_shape(seed, tmp_path):
     assert checked > 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", SEEDS)
 def test_deferred_hosting_keeps_the_optimum(seed, tmp_path, monkeypatch):
     spec = _spec(seed, tmp_path)
@@ -99,7 +101,7 @@ def test_merge_keeps_every_row_and_its_prefix(tmp_path):
             assert got == t.fusion.interner.prefixes[int(t.fusion.seq[i])]
 
 
-@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("seed", slow_except(SEEDS, fast=[2]))
 def test_hosting_templates_cut_at_the_allowance_keep_every_row_within_it(seed, tmp_path):
     """Tables near each Einsum's least tile their hosting templates only up to the
     allowance of the join's cap: up to there, row for row, the tables are those with the

@@ -16,6 +16,7 @@ from fusemap.mapper.space.divisors import divisors, prime_factors
 from fusemap.mapper.space.templates import candidate_sizes, next_sizes
 from fusemap.mapper.tiling.tiler import SizeIndex, _tile_tables
 from tests.support.cli_helpers import run_cli
+from tests.support.marks import slow_except
 
 
 def brute_divisors(n: int) -> list[int]:
@@ -89,7 +90,7 @@ workload:
 """
 
 
-@pytest.mark.parametrize("m", [1_000_000_007, 10**15])
+@pytest.mark.parametrize("m", slow_except([1_000_000_007, 10**15], fast=[1_000_000_007]))
 def test_map_with_huge_ranks(tmp_path, monkeypatch, capsys, m: int) -> None:
     wl = tmp_path / "wl.yaml"
     wl.write_text(textwrap.dedent(WORKLOAD.format(M=m)))

@@ -17,6 +17,7 @@ import pytest
 
 from fusemap.mapper.ffm import map_workload
 from fusemap.spec.spec import load_spec
+from tests.support.marks import slow_except
 from tests.support.model_helpers import to_yaml
 from tests.support.oracle_cases import SHAPES, random_arch, random_workload
 
@@ -71,11 +72,12 @@ SHARED_COPY_SHAPES = [
 ]
 
 
-@pytest.mark.parametrize("seed", range(12))
+@pytest.mark.parametrize("seed", slow_except(range(12), fast=[5]))
 def test_optimum_does_not_depend_on_names(seed, tmp_path):
     _check(*_specs(seed, tmp_path))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("shape", "seed"), SHARED_COPY_SHAPES)
 def test_shared_copies_do_not_depend_on_names(shape, seed, tmp_path):
     _check(*_specs(seed, tmp_path, shape))

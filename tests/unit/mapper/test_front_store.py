@@ -17,6 +17,7 @@ from fusemap.mapper.pmappings import tables
 from fusemap.mapper.pmappings.generate import generate_pmappings
 from fusemap.mapper.tiling import suffix
 from fusemap.spec.spec import load_spec
+from tests.support.marks import slow_except
 from tests.support.model_helpers import access, einsum, to_yaml, workload
 from tests.support.oracle_cases import mm, random_arch
 from tests.unit.mapper.test_deferred_hosting import _config
@@ -61,7 +62,7 @@ def _rows(table) -> np.ndarray:
     return np.array(sorted(zip(*(c.tolist() for c in cols), strict=True)))
 
 
-@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("seed", slow_except(SEEDS, fast=[2, 4]))
 def test_tables_made_with_a_store_are_those_made_alone(seed, tmp_path, monkeypatch):
     spec = _spec(seed, tmp_path)
     wl, arch, config = _config(spec)
@@ -84,6 +85,7 @@ def test_tables_made_with_a_store_are_those_made_alone(seed, tmp_path, monkeypat
     assert store.alone_hits > 0, "Q and R reuse P's templates that fuse nothing"
 
 
+@pytest.mark.slow
 def test_some_fronts_are_reused(tmp_path, monkeypatch):
     """The seeds above exercise the fronts too."""
     stores = _stores(monkeypatch)
@@ -94,6 +96,7 @@ def test_some_fronts_are_reused(tmp_path, monkeypatch):
     assert sum(s.hits for s in stores) > 0
 
 
+@pytest.mark.slow
 def test_an_einsum_of_another_shape_reuses_nothing(tmp_path):
     spec = _spec(0, tmp_path)
     wl, arch, config = _config(spec)
@@ -106,6 +109,7 @@ def test_an_einsum_of_another_shape_reuses_nothing(tmp_path):
     assert store.hits == store.alone_hits == 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", SEEDS[:3])
 def test_the_optimum_is_the_same_with_one_worker_or_two(seed, tmp_path):
     spec = _spec(seed, tmp_path)

@@ -31,6 +31,7 @@ def _map(tmp_path, once: bool, objective: str = "energy", chain=CHAIN):
     return map_workload(spec, objective)
 
 
+@pytest.mark.slow
 def test_several_fused_loops_per_rank_variable_are_found_by_default(tmp_path):
     default = _map(tmp_path, True)
     several = _map(tmp_path, False)
@@ -46,6 +47,7 @@ EDP_ONCE_ONLY = 3.229421142e-09  # measured 2026-11-24 (one loop per variable)
 EDP_OPTIMUM = 3.002324746e-09  # measured 2026-11-24 (fused_loops_once: false)
 
 
+@pytest.mark.slow
 def test_the_edp_objective_finds_several_fused_loops_per_variable_too(tmp_path):
     default = _map(tmp_path, True, "edp")
     several = _map(tmp_path, False, "edp")
@@ -57,6 +59,7 @@ def test_the_edp_objective_finds_several_fused_loops_per_variable_too(tmp_path):
     assert check is not None and check.templates_searched > 0 and check.rows_added > 0
 
 
+@pytest.mark.slow
 def test_the_latency_objective_is_checked_over_the_whole_space(tmp_path):
     default = _map(tmp_path, True, "latency")
     several = _map(tmp_path, False, "latency")
@@ -65,6 +68,7 @@ def test_the_latency_objective_is_checked_over_the_whole_space(tmp_path):
     assert default.best.result.latency == pytest.approx(several.best.result.latency, rel=1e-9)
 
 
+@pytest.mark.slow
 def test_the_pareto_front_is_checked_over_the_whole_space(tmp_path):
     default = _map(tmp_path, True, "pareto")
     several = _map(tmp_path, False, "pareto")
@@ -110,6 +114,7 @@ def test_a_row_cut_completes_rows_with_the_others_least():
     assert energy.energy_ceiling() == 5.0
 
 
+@pytest.mark.slow
 def test_nothing_is_searched_again_when_no_template_can_beat_the_answer(tmp_path):
     # A roomy buffer: every Einsum reaches its own least energy in the default space.
     roomy = {**CHAIN, "BUFFER_KIB": 64}
@@ -122,6 +127,7 @@ def test_nothing_is_searched_again_when_no_template_can_beat_the_answer(tmp_path
     )
 
 
+@pytest.mark.slow
 def test_relaxed_floors_are_each_templates_least_energy_over_the_whole_space(tmp_path):
     """The relaxed search (prefixes forgotten) gives, per template, exactly the least
     energy of the template's pmappings searched with several loops per variable."""

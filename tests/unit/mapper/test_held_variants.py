@@ -12,6 +12,7 @@ import pytest
 from fusemap.mapper.ffm import map_workload
 from fusemap.mapper.pmappings import generate as pmappings
 from fusemap.mapper.tiling import search
+from tests.support.marks import slow_except
 from tests.unit.mapper.test_deferred_hosting import _spec
 
 SEEDS = range(12)
@@ -36,7 +37,7 @@ def _map(spec, monkeypatch, skip: bool):
     return map_workload(spec, "energy")
 
 
-@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("seed", slow_except(SEEDS, fast=[2]))
 def test_skipping_fitting_variants_keeps_the_optimum(seed, tmp_path, monkeypatch):
     spec = _spec(seed, tmp_path)
     every = _map(spec, monkeypatch, False)
@@ -46,6 +47,7 @@ def test_skipping_fitting_variants_keeps_the_optimum(seed, tmp_path, monkeypatch
     assert decided, "E1 hosts A: it has searches beside a held amount"
 
 
+@pytest.mark.slow
 def test_some_variants_are_skipped_and_some_are_not(tmp_path, monkeypatch):
     """The seeds above exercise both sides of the rule."""
     outcomes = _record_decisions(monkeypatch)
@@ -82,7 +84,7 @@ def _least_beside_each_amount(spec, skip: bool, monkeypatch) -> list[float]:
     return least
 
 
-@pytest.mark.parametrize("seed", [0, 1, 120, 125, 131, 135, 138, 140, 148])
+@pytest.mark.parametrize("seed", slow_except([0, 1, 120, 125, 131, 135, 138, 140, 148], fast=[120]))
 def test_the_table_keeps_the_least_energy_beside_every_amount(seed, tmp_path, monkeypatch):
     """Seeds from 120 on are cases where skipping a search whose optimum does not fit
     would lose the least energy beside an amount (found by a scan of seeds 0-149)."""

@@ -16,6 +16,7 @@ from fusemap.mapper.ffm import map_workload
 from fusemap.mapper.join.ffm_join import Bound
 from fusemap.mapper.join.rows import Group
 from fusemap.spec.spec import load_spec
+from tests.support.marks import slow_except
 
 
 def _spec(kib: float, n: int = 3):
@@ -52,6 +53,7 @@ def tables_once(monkeypatch):
     monkeypatch.setattr(ffm, "DEFER_HOSTING", False)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("objective", ["energy", "latency", "edp"])
 @pytest.mark.parametrize("kib", [0.25, 0.5])
 def test_answer_does_not_depend_on_epsilon(objective, kib, tables_once):
@@ -68,6 +70,7 @@ def test_answer_does_not_depend_on_epsilon(objective, kib, tables_once):
             assert out.statistics.dirty_bound > best * 1.01
 
 
+@pytest.mark.slow
 def test_clean_pass_drops_rows(tables_once):
     out = map_workload(_spec(0.5, n=4), "energy", epsilon=0.2)
     assert sum(out.statistics.bounded) > 0
@@ -110,6 +113,7 @@ def test_bound_allows_the_pmappings_that_fit_beside_the_others_best():
     assert list(edp.allowed(Table, 1)) == [False, False, True]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("objective", ["energy", "latency", "edp"])
 @pytest.mark.parametrize("kib", [0.25, 0.5, 4.0])
 def test_capped_joins_give_the_unbounded_optimum(objective, kib, tables_once, monkeypatch):
@@ -131,7 +135,7 @@ def test_capped_joins_give_the_unbounded_optimum(objective, kib, tables_once, mo
     assert caps[-1] is None or value(capped.best.result) <= caps[-1] * (1 + 1e-9)
 
 
-@pytest.mark.parametrize("objective", ["energy", "latency", "edp"])
+@pytest.mark.parametrize("objective", slow_except(["energy", "latency", "edp"], fast=["latency"]))
 def test_a_cap_that_finds_nothing_gives_way_to_the_next(objective, tmp_path, monkeypatch):
     """Brute-force case 0: the least energy of every Einsum does not fit together, so
     the first caps find nothing; the answer is the unbounded join's."""
@@ -146,6 +150,7 @@ def test_a_cap_that_finds_nothing_gives_way_to_the_next(objective, tmp_path, mon
     assert value(capped.best.result) == pytest.approx(value(alone.best.result), rel=1e-12)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("objective", ["energy", "edp"])
 @pytest.mark.parametrize("kib", [0.25, 0.5])
 def test_pieces_that_match_no_group_are_not_formed(objective, kib, tables_once, monkeypatch):

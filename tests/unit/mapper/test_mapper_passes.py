@@ -86,6 +86,7 @@ def _map(arch_file, cascade, buffer, objective="energy", *, restricted=True, mon
     return out, broken_dependencies(best.mapping, resolve_workload(spec), best.order)
 
 
+@pytest.mark.slow
 def test_cascade4_unrestricted_mapper_reads_a_partial_max(arch_file, monkeypatch):
     """Without the rule, the optimum fuses GM's reader SN under an m loop (the bug)."""
     free, broken = _map(arch_file, "cascade4", 16, restricted=False, monkeypatch=monkeypatch)
@@ -108,6 +109,7 @@ CASES = [
 ]
 
 
+@pytest.mark.slow
 def test_rules_are_exact_when_the_unrestricted_mapping_is_valid(arch_file, monkeypatch):
     """Same optimum whenever the free optimum is valid; otherwise a valid one, no better."""
     equal = 0
@@ -126,6 +128,7 @@ def test_rules_are_exact_when_the_unrestricted_mapping_is_valid(arch_file, monke
     assert equal >= 1  # the equality was tested at least once
 
 
+@pytest.mark.slow
 def test_cascade5_recurrences_share_a_tile1_loop(arch_file, monkeypatch):
     """SPD reads RD[m1] written later at m1 + 1: without the rule the mapper runs every
     SPD before any RD; with it they share an m1 loop of tile 1 (likewise SPNV, RNV).
@@ -148,6 +151,7 @@ def test_map_all_orders_keeps_a_recurrence_reader_before_its_writer(arch_file):
     assert orders and all(o.index("SPD") < o.index("RD") for o in orders)
 
 
+@pytest.mark.slow
 def test_plain_workload_reports_no_pass_bound(arch_file):
     examples = PACKAGE_EXAMPLES
     spec = load_spec(arch_file, examples / "three_matmuls.yaml", variables={"M": 4, "N": 4})
@@ -157,6 +161,7 @@ def test_plain_workload_reports_no_pass_bound(arch_file):
     assert ffm.map_workload(spec).passes == {}  # passes over G: 2, but nothing live
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cascade,passes", [("cascade4", 3), ("cascade5", 1)])
 def test_cli_prints_and_writes_the_bound(arch_file, tmp_path, monkeypatch, capsys, cascade,
                                          passes):  # fmt: skip

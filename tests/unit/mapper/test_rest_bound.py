@@ -21,6 +21,7 @@ from fusemap.mapper.tiling.terms import fill_basis, first_basis
 from fusemap.spec.resolve import resolve_workload
 from fusemap.spec.spec import load_spec
 from tests.support.ffm_cases import ffm_case
+from tests.support.marks import slow_except
 from tests.support.model_helpers import conv1d, matmul, three_level, to_yaml, two_level
 from tests.unit.mapper.test_self_bound import MARGIN, _fills_dominate
 
@@ -74,6 +75,7 @@ def test_a_sliding_window_fetches_its_halo_again(tmp_path):
     assert basis_trend(info, "I", "fill", _cands(info)).never_falls
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None)
 @given(
     p=st.integers(1, 12),
@@ -128,6 +130,7 @@ def _node_energy_grid(tiler, node) -> tuple[np.ndarray, np.ndarray]:
     return grid, crit[:, 0]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("wl", "holes"),
     [(conv1d(P=4, R=1, stride=2), True), (conv1d(P=6, R=3), False), (matmul(4, 6, 3), False)],
@@ -199,7 +202,7 @@ def _tables(spec, names, self_bound, hosts=None):
     }
 
 
-@pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.parametrize("case", slow_except(sorted(CASES), fast=["strided"]))
 @pytest.mark.parametrize("self_bound", [None, MARGIN])
 def test_tables_are_those_made_without_the_bound(case, self_bound, tmp_path, monkeypatch):
     """Row for row, with the nodes below counted and without (every node's least taken
@@ -225,6 +228,7 @@ def test_the_bound_cuts(tmp_path, monkeypatch):
     assert got.stats.tile_shapes_evaluated < 0.7 * plain.stats.tile_shapes_evaluated
 
 
+@pytest.mark.slow
 def test_a_bound_overstated_by_a_tenth_loses_rows(tmp_path, monkeypatch):
     """The equality tests can fail: the bound overstated by 10% loses rows."""
     spec = ffm_case(5, tmp_path)

@@ -23,6 +23,7 @@ from fusemap.spec.arch_eval import ArchEvaluator
 from fusemap.spec.resolve import resolve_workload
 from fusemap.spec.spec import load_spec
 from tests.support.ffm_cases import ffm_case
+from tests.support.marks import slow_except
 from tests.support.model_helpers import (
     access,
     arch,
@@ -58,6 +59,7 @@ def _tables(spec, self_bound):
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "make", [lambda t: _chain(0.25), lambda t: _chain(0.5, 4), lambda t: ffm_case(3, t)]
 )
@@ -91,9 +93,11 @@ def test_a_self_bounded_table_holds_every_row_up_to_its_bound(make, tmp_path):
 @pytest.mark.parametrize(
     ("make", "enough"),
     [
-        (lambda t: _chain(4.0), True),  # every Einsum at its least: the first tables do
-        (lambda t: ffm_case(0, t), False),  # the leasts do not fit together
-        (lambda t: ffm_case(5, t), None),
+        # every Einsum at its least: the first tables do
+        pytest.param(lambda t: _chain(4.0), True, marks=pytest.mark.slow),
+        # the leasts do not fit together
+        pytest.param(lambda t: ffm_case(0, t), False, marks=pytest.mark.slow),
+        pytest.param(lambda t: ffm_case(5, t), None, marks=pytest.mark.slow),
         (lambda t: ffm_case(7, t, on_chip=True), None),
     ],
 )
@@ -142,6 +146,7 @@ def _rows_up_to(table, bound: float) -> np.ndarray:
     return np.array(sorted(zip(table.energy[keep], table.latency[keep], strict=True)))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", [5, 6, 7])
 def test_fronts_cut_at_the_ceiling_keep_every_row_up_to_the_bound(seed, tmp_path):
     """Nearly all the energy lies below the deepest fused node: the bottom-up fronts are
@@ -162,7 +167,7 @@ def test_fronts_cut_at_the_ceiling_keep_every_row_up_to_the_bound(seed, tmp_path
     assert left_out > 0
 
 
-@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("seed", slow_except(range(4), fast=[2]))
 def test_fronts_kept_for_the_next_table_are_used_only_up_to_where_they_are_complete(seed, tmp_path):
     """Tables of P, Q and R made one after another, each cut near its own least and
     reusing the fronts of the one before (cut at that one's ceiling): each holds every
@@ -196,7 +201,7 @@ def test_the_front_ceiling_is_the_loosest_of_the_templates_meeting_fronts():
     assert search._front_ceiling([], 12.0) == np.inf
 
 
-@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("seed", slow_except(range(3), fast=[2]))
 def test_a_front_kept_cut_is_built_again_for_a_table_that_needs_more(seed, tmp_path):
     """P's table is made with a low energy ceiling (its fronts cut there) and keeps its
     fronts; Q's, made after it with no ceiling, must build those fronts again, not take

@@ -20,6 +20,7 @@ from fusemap.mapper.pmappings.generate import generate_pmappings
 from fusemap.mapper.space.templates import config_from_spec
 from fusemap.mapper.tiling import suffix
 from fusemap.spec.spec import load_spec
+from tests.support.marks import slow_except
 from tests.support.model_helpers import (
     access,
     arch,
@@ -67,7 +68,7 @@ def _fronts(spec, einsum_name: str, objective: str, once: bool, **knobs) -> dict
     return best
 
 
-@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("seed", slow_except(range(6), fast=[2]))
 def test_bottom_up_suffix_matches_top_down(seed, tmp_path, monkeypatch):
     spec = _spec(seed, tmp_path)
     once = seed % 2 == 0
@@ -96,7 +97,7 @@ def test_fused_templates_use_the_bottom_up_search(tmp_path, monkeypatch):
     assert calls
 
 
-@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("seed", slow_except(range(3), fast=[0]))
 def test_fronts_are_dropped_after_their_last_template(seed, tmp_path, monkeypatch):
     """Every front is released once no template needs it any more, and keeping them all
     instead gives the same pmappings."""
@@ -118,6 +119,7 @@ def test_fronts_are_dropped_after_their_last_template(seed, tmp_path, monkeypatc
     assert any(c.fronts for c in caches[first:])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", range(4))
 def test_fronts_shared_between_templates_are_the_ones_each_would_build(seed, tmp_path, monkeypatch):
     """Templates share a front when its key (:meth:`SuffixSearch.front_keys`) is equal. With
@@ -144,6 +146,7 @@ def test_fronts_shared_between_templates_are_the_ones_each_would_build(seed, tmp
     assert shared_builds < len(built)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", range(6, 12))
 def test_branch_and_bound_keeps_the_unfused_optimum(seed, tmp_path, monkeypatch):
     """Templates that fuse nothing are searched with an energy ceiling (the best one
@@ -180,7 +183,9 @@ def _never_alone(init):
     return patched
 
 
-@pytest.mark.parametrize("seed", [9, 11, 12, 14, 16])  # T2 fits GB whole in these
+@pytest.mark.parametrize(
+    "seed", slow_except([9, 11, 12, 14, 16], fast=[9])
+)  # T2 fits GB whole in these
 def test_a_host_keeps_the_least_energy_for_every_amount_it_may_hold(seed, tmp_path):
     """E0 runs while T2 (E1 -> E2) may be held whole in GB: its templates that fuse
     nothing are searched once per amount held (none, or T2), each with its own energy

@@ -93,6 +93,7 @@ SHORTCUTS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shortcut", sorted(SHORTCUTS))
 def test_each_shortcut_leaves_the_tables_and_saves_work(shortcut, tmp_path, monkeypatch):
     """Complete tables row for row with the shortcut and without it, over three chains;
@@ -109,6 +110,7 @@ def test_each_shortcut_leaves_the_tables_and_saves_work(shortcut, tmp_path, monk
     assert sum(map(_evaluated, got)) < sum(map(_evaluated, want))
 
 
+@pytest.mark.slow
 def test_the_suffix_ceiling_leaves_every_row_a_self_bounded_table_promises(tmp_path, monkeypatch):
     """Tables cut near their least: every row up to where they are complete, as in the
     complete table and as without the ceiling below the deepest fused node; the ceiling
@@ -146,6 +148,7 @@ def _single(seed: int, tmp_path):
             return spec
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", range(8))
 def test_ranks_cut_evenly_beside_uneven_spreads_reach_the_brute_force(seed, tmp_path):
     """The optimum (energy, latency, EDP) is the brute force's, and every row the search

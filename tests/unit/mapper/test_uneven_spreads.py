@@ -150,6 +150,7 @@ def _uneven_case(seed: int, tmp_path):
             return spec
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", range(16))
 def test_generator_matches_brute_force_with_uneven_spreads(seed, tmp_path):
     spec = _uneven_case(seed, tmp_path)
@@ -158,6 +159,7 @@ def test_generator_matches_brute_force_with_uneven_spreads(seed, tmp_path):
     assert_optimum(table, best)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", range(6))
 def test_every_unpruned_row_with_uneven_spreads_is_scored_by_the_model(seed, tmp_path):
     """Every tile shape the search costs (no pruning), LoopTree in hand, evaluates to
@@ -175,6 +177,7 @@ def test_every_unpruned_row_with_uneven_spreads_is_scored_by_the_model(seed, tmp
         assert r.latency == pytest.approx(float(table.latency[row]), rel=1e-9)
 
 
+@pytest.mark.slow
 def test_a_rank_cut_evenly_is_spread_evenly_beside_an_uneven_spread(tmp_path):
     """m (3) spreads unevenly over X (2 + 1); n (20, above the bound: its tiles are the
     divisors of 20) spreads over Y only evenly, whole tiles of 10 on 2 instances, never

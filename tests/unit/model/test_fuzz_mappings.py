@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -14,6 +15,7 @@ from fusemap.spec.arch_eval import ArchEvaluator
 from fusemap.spec.errors import FusemapError
 from fusemap.spec.resolve import resolve_workload
 from fusemap.spec.spec import load_spec
+from tests.support.marks import examples
 
 SPEC = load_spec(
     example_path("arch.yaml"), example_path("three_matmuls.yaml"), variables={"M": 4, "N": 4}
@@ -85,17 +87,21 @@ def mappings(draw) -> M.Mapping:
     return M.Mapping(nodes=[*top, *prefix, kind(nodes=branches)])
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(mappings())
-def test_random_mappings_never_crash(mapping: M.Mapping) -> None:
-    try:
-        result = evaluate_mapping(SPEC, mapping, workload=WORKLOAD, arch=ARCH)
-    except FusemapError as err:
-        text = str(err)
-        assert text and "\n" not in text
-        return
-    assert result.energy >= 0 and result.latency >= 0
-    assert math.isfinite(result.energy)
+@pytest.mark.parametrize("examples", examples(300, few=15))
+def test_random_mappings_never_crash(examples) -> None:
+    @settings(deadline=None, suppress_health_check=[HealthCheck.too_slow], max_examples=examples)
+    @given(mappings())
+    def check(mapping: M.Mapping) -> None:
+        try:
+            result = evaluate_mapping(SPEC, mapping, workload=WORKLOAD, arch=ARCH)
+        except FusemapError as err:
+            text = str(err)
+            assert text and "\n" not in text
+            return
+        assert result.energy >= 0 and result.latency >= 0
+        assert math.isfinite(result.energy)
+
+    check()
 
 
 def _evaluates(mapping: M.Mapping) -> bool:

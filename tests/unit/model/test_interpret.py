@@ -62,6 +62,7 @@ def test_cascade5_running_values():
     np.testing.assert_allclose(out["RD"][:, :, 4], denominator, rtol=1e-13)
 
 
+@pytest.mark.slow
 @given(log_m0=st.integers(0, 5), seed=st.integers(0, 2**16))
 @settings(max_examples=8, deadline=None)
 def test_cascade5_equals_cascade4_for_any_chunk(log_m0, seed):

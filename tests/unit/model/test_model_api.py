@@ -82,6 +82,7 @@ def test_to_json_shape(files):
     assert json.loads(fusemap.evaluate(fusemap.load(*files, GB_SIZE=352)).dumps()) == data
 
 
+@pytest.mark.slow
 def test_cli_evaluate_writes_json_and_plot(files, tmp_path):
     out_json, out_png = tmp_path / "out" / "r.json", tmp_path / "out" / "r.png"
     out_json.parent.mkdir()
@@ -112,6 +113,7 @@ def test_cli_evaluate_writes_json_and_plot(files, tmp_path):
     assert out_png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.slow
 def test_cli_quiet_prints_no_table(files, tmp_path):
     proc = subprocess.run(
         [sys.executable, "-m", "fusemap.cli", "evaluate", *map(str, files), "-D", "GB_SIZE=352"]

@@ -167,6 +167,7 @@ def test_model_raises_clear_error(tmp_path, case):
         assert word in message, (word, message)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", list(CASES))
 def test_cli_prints_one_line_and_exits_2(tmp_path, case):
     words = CASES[case][4]

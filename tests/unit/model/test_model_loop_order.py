@@ -20,6 +20,7 @@ from fusemap.spec.arch_eval import ArchEvaluator
 from fusemap.spec.errors import FusemapError
 from fusemap.spec.resolve import resolve_workload
 from fusemap.spec.spec import load_spec
+from tests.support.marks import examples
 from tests.support.model_helpers import (
     arch,
     compute_unit,
@@ -146,17 +147,23 @@ def counts(result) -> dict:
     return out
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(mappings(), st.lists(st.floats(0, 1), min_size=40, max_size=40))
-def test_reordering_loops_inside_a_run_changes_no_count(setting, mapping, keys):
-    spec, workload, arch_eval = setting
-    try:
-        before = evaluate_mapping(spec, mapping, workload=workload, arch=arch_eval)
-    except FusemapError:
-        assume(False)
-        return
-    after = evaluate_mapping(spec, shuffled_runs(mapping, keys), workload=workload, arch=arch_eval)
-    want, got = counts(before), counts(after)
-    assert want.keys() == got.keys()
-    for key, value in want.items():
-        assert got[key] == pytest.approx(value, rel=1e-12), key
+@pytest.mark.parametrize("examples", examples(150, few=15))
+def test_reordering_loops_inside_a_run_changes_no_count(setting, examples):
+    @settings(deadline=None, suppress_health_check=[HealthCheck.too_slow], max_examples=examples)
+    @given(mappings(), st.lists(st.floats(0, 1), min_size=40, max_size=40))
+    def check(mapping, keys):
+        spec, workload, arch_eval = setting
+        try:
+            before = evaluate_mapping(spec, mapping, workload=workload, arch=arch_eval)
+        except FusemapError:
+            assume(False)
+            return
+        after = evaluate_mapping(
+            spec, shuffled_runs(mapping, keys), workload=workload, arch=arch_eval
+        )
+        want, got = counts(before), counts(after)
+        assert want.keys() == got.keys()
+        for key, value in want.items():
+            assert got[key] == pytest.approx(value, rel=1e-12), key
+
+    check()

@@ -16,6 +16,7 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
+from tests.support.marks import examples
 from tests.support.model_helpers import (
     arch,
     compute,
@@ -34,8 +35,10 @@ from tests.support.model_helpers import (
 MM = "MainMemory"
 TENSORS = ("A", "B", "Z")
 IRRELEVANT = {"A": "n", "B": "m", "Z": "k"}  # Z[m, n] = A[m, k] * B[k, n]
+EXAMPLES = int(os.environ.get("FUSEMAP_PROPERTY_EXAMPLES", "50"))
+"""Examples of each property in the slow set (5 in the fast set)."""
 SETTINGS = settings(
-    max_examples=int(os.environ.get("FUSEMAP_PROPERTY_EXAMPLES", "50")),
+    max_examples=EXAMPLES,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
@@ -132,40 +135,48 @@ def _all_counts(result):
                     yield (e.name, c.name, t, a), r.count, r.energy
 
 
-@SETTINGS
-@given(scenario=scenarios())
-def test_non_negative_and_compute_count(tmp_path, scenario):
-    r = _run(tmp_path, scenario)
-    sizes = scenario[0]
-    assert r.energy >= 0
-    assert r.latency >= 0
-    for key, count, energy in _all_counts(r):
-        assert count >= -1e-9, key
-        assert energy >= -1e-9, key
-    ops = math.prod(sizes.values())
-    assert r.count("MAC", "compute") == ops
-    assert r.einsums["Z"].operations == ops
-    # The MAC is never faster than ops / instances at throughput 1.
-    fanout = scenario[2][0] if scenario[2] else 1
-    assert r.einsums["Z"].components["MAC"].latency >= ops / fanout - 1e-9
-    assert r.latency >= ops / fanout - 1e-9
+@pytest.mark.parametrize("examples", examples(EXAMPLES, few=5))
+def test_non_negative_and_compute_count(tmp_path, examples):
+    @settings(SETTINGS, max_examples=examples)
+    @given(scenario=scenarios())
+    def check(scenario):
+        r = _run(tmp_path, scenario)
+        sizes = scenario[0]
+        assert r.energy >= 0
+        assert r.latency >= 0
+        for key, count, energy in _all_counts(r):
+            assert count >= -1e-9, key
+            assert energy >= -1e-9, key
+        ops = math.prod(sizes.values())
+        assert r.count("MAC", "compute") == ops
+        assert r.einsums["Z"].operations == ops
+        # The MAC is never faster than ops / instances at throughput 1.
+        fanout = scenario[2][0] if scenario[2] else 1
+        assert r.einsums["Z"].components["MAC"].latency >= ops / fanout - 1e-9
+        assert r.latency >= ops / fanout - 1e-9
+
+    check()
 
 
-@SETTINGS
-@given(scenario=scenarios())
-def test_energy_sums(tmp_path, scenario):
-    r = _run(tmp_path, scenario)
-    by_einsum = sum(e.energy for e in r.einsums.values())
-    by_component = sum(c.energy for c in r.components.values())
-    assert r.energy == pytest.approx(by_einsum, rel=1e-12, abs=1e-12)
-    assert r.energy == pytest.approx(by_component, rel=1e-12, abs=1e-12)
-    for e in r.einsums.values():
-        assert e.energy == pytest.approx(sum(c.energy for c in e.components.values()))
-        assert e.latency == pytest.approx(max(c.latency for c in e.components.values()))
-        for c in e.components.values():
-            dynamic = sum(a.energy for a in c.actions.values())
-            assert c.energy == pytest.approx(dynamic + c.leak_energy)
-            assert c.leak_energy == pytest.approx(r.components[c.name].leak_power * e.latency)
+@pytest.mark.parametrize("examples", examples(EXAMPLES, few=5))
+def test_energy_sums(tmp_path, examples):
+    @settings(SETTINGS, max_examples=examples)
+    @given(scenario=scenarios())
+    def check(scenario):
+        r = _run(tmp_path, scenario)
+        by_einsum = sum(e.energy for e in r.einsums.values())
+        by_component = sum(c.energy for c in r.components.values())
+        assert r.energy == pytest.approx(by_einsum, rel=1e-12, abs=1e-12)
+        assert r.energy == pytest.approx(by_component, rel=1e-12, abs=1e-12)
+        for e in r.einsums.values():
+            assert e.energy == pytest.approx(sum(c.energy for c in e.components.values()))
+            assert e.latency == pytest.approx(max(c.latency for c in e.components.values()))
+            for c in e.components.values():
+                dynamic = sum(a.energy for a in c.actions.values())
+                assert c.energy == pytest.approx(dynamic + c.leak_energy)
+                assert c.leak_energy == pytest.approx(r.components[c.name].leak_power * e.latency)
+
+    check()
 
 
 def _holders(nodes):
@@ -199,51 +210,60 @@ def _extent_at(nodes, index, sizes, v):
     return extent, (below[0] if below else 1)
 
 
-@SETTINGS
-@given(scenario=scenarios(), data=st.data())
-def test_irrelevant_loop_never_lowers_parent_reads(tmp_path, scenario, data):
-    sizes, _, _, nodes = scenario
-    candidates = []
-    for i, t, _ in _holders(nodes):
-        v = IRRELEVANT[t]
-        extent, next_tile = _extent_at(nodes, i, sizes, v)
-        if extent > next_tile:  # room for a loop that keeps the mapping valid
-            candidates.append((i, t, v, extent, next_tile))
-    if not candidates:
-        event("no irrelevant loop fits")
-        return
-    i, t, v, extent, next_tile = data.draw(st.sampled_from(candidates))
-    tile = data.draw(st.integers(next_tile, extent - 1), label="inserted tile")
-    parent = _parent(nodes, i, t)
-    before = _run(tmp_path, scenario).count(parent, "read", tensor=t)
-    changed = nodes[:i] + [temporal(v, tile)] + nodes[i:]
-    after = _run(tmp_path, scenario, changed).count(parent, "read", tensor=t)
-    assert after >= before - 1e-9, (t, v, tile, before, after)
-    if t != "Z":  # an input's largest tiles are now fetched at least twice each
-        assert after > before, (t, v, tile, before, after)
-
-
-@SETTINGS
-@given(scenario=scenarios(), data=st.data())
-def test_moving_storage_up_never_shrinks_tiles(tmp_path, scenario, data):
-    _, _, _, nodes = scenario
-    movable = [
-        i
-        for i, n in enumerate(nodes)
-        if n.tag == "Storage" and n["component"] != MM and nodes[i - 1].tag == "Temporal"
-    ]
-    if not movable:
-        event("no storage node below a loop")
-        return
-    i = data.draw(st.sampled_from(movable))
-    component = nodes[i]["component"]
-    before = _run(tmp_path, scenario)
-    changed = nodes[: i - 1] + [nodes[i], nodes[i - 1]] + nodes[i + 1 :]
-    after = _run(tmp_path, scenario, changed)
-    assert after.components[component].usage_bits >= before.components[component].usage_bits
-    # A bigger tile held across the loop is never fetched more often from its parent.
-    for t in nodes[i]["tensors"]:
+@pytest.mark.parametrize("examples", examples(EXAMPLES, few=5))
+def test_irrelevant_loop_never_lowers_parent_reads(tmp_path, examples):
+    @settings(SETTINGS, max_examples=examples)
+    @given(scenario=scenarios(), data=st.data())
+    def check(scenario, data):
+        sizes, _, _, nodes = scenario
+        candidates = []
+        for i, t, _ in _holders(nodes):
+            v = IRRELEVANT[t]
+            extent, next_tile = _extent_at(nodes, i, sizes, v)
+            if extent > next_tile:  # room for a loop that keeps the mapping valid
+                candidates.append((i, t, v, extent, next_tile))
+        if not candidates:
+            event("no irrelevant loop fits")
+            return
+        i, t, v, extent, next_tile = data.draw(st.sampled_from(candidates))
+        tile = data.draw(st.integers(next_tile, extent - 1), label="inserted tile")
         parent = _parent(nodes, i, t)
-        assert (
-            after.count(parent, "read", tensor=t) <= before.count(parent, "read", tensor=t) + 1e-9
-        ), t
+        before = _run(tmp_path, scenario).count(parent, "read", tensor=t)
+        changed = nodes[:i] + [temporal(v, tile)] + nodes[i:]
+        after = _run(tmp_path, scenario, changed).count(parent, "read", tensor=t)
+        assert after >= before - 1e-9, (t, v, tile, before, after)
+        if t != "Z":  # an input's largest tiles are now fetched at least twice each
+            assert after > before, (t, v, tile, before, after)
+
+    check()
+
+
+@pytest.mark.parametrize("examples", examples(EXAMPLES, few=5))
+def test_moving_storage_up_never_shrinks_tiles(tmp_path, examples):
+    @settings(SETTINGS, max_examples=examples)
+    @given(scenario=scenarios(), data=st.data())
+    def check(scenario, data):
+        _, _, _, nodes = scenario
+        movable = [
+            i
+            for i, n in enumerate(nodes)
+            if n.tag == "Storage" and n["component"] != MM and nodes[i - 1].tag == "Temporal"
+        ]
+        if not movable:
+            event("no storage node below a loop")
+            return
+        i = data.draw(st.sampled_from(movable))
+        component = nodes[i]["component"]
+        before = _run(tmp_path, scenario)
+        changed = nodes[: i - 1] + [nodes[i], nodes[i - 1]] + nodes[i + 1 :]
+        after = _run(tmp_path, scenario, changed)
+        assert after.components[component].usage_bits >= before.components[component].usage_bits
+        # A bigger tile held across the loop is never fetched more often from its parent.
+        for t in nodes[i]["tensors"]:
+            parent = _parent(nodes, i, t)
+            assert (
+                after.count(parent, "read", tensor=t)
+                <= before.count(parent, "read", tensor=t) + 1e-9
+            ), t
+
+    check()

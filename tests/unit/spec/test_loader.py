@@ -419,7 +419,10 @@ HOSTILE = [
     "{% include '/etc/passwd' %}",
     "{% import 'os' as os %}",
     "{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}",
-    "{% for a in range(99999) %}{% for b in range(99999) %}xxxxxxxx{% endfor %}{% endfor %}",
+    pytest.param(  # runs to the render_steps limit: 10 million steps
+        "{% for a in range(99999) %}{% for b in range(99999) %}xxxxxxxx{% endfor %}{% endfor %}",
+        marks=pytest.mark.slow,
+    ),
 ]
 
 
@@ -506,6 +509,7 @@ def test_corpus_gpt3_assert_fires():
         load_files([path], {"BATCH_SIZE": 1, "DECODE": False, "N_NEW_TOKENS": 4096})
 
 
+@pytest.mark.slow
 @needs_corpus
 def test_corpus_arches_and_mappings_load():
     files = sorted((CORPUS / "arches").glob("*.yaml"))

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from fusemap.spec import mapping as M
 from fusemap.spec.spec import load_spec
+from tests.support.marks import examples
 
 # Any text a YAML file can hold (no surrogates); names are shorter, labels anything.
 TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=20)
@@ -128,18 +129,22 @@ def kinds(mapping: M.Mapping) -> set[str]:
     return {node.type for node in mapping.walk() if not isinstance(node, M.Mapping)}  # type: ignore[attr-defined]
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(TREES)
-def test_to_yaml_loads_back_equal(mapping: M.Mapping) -> None:
-    text = mapping.to_yaml()
-    for kind in kinds(mapping):
-        assert f"!{kind}" in text
-    with tempfile.TemporaryDirectory() as directory:
-        path = Path(directory) / "mapping.yaml"
-        path.write_text(text, encoding="utf-8")
-        loaded = load_spec(path).mapping
-    assert loaded == mapping, text
-    assert loaded.to_yaml() == text
+@pytest.mark.parametrize("examples", examples(150, few=8))
+def test_to_yaml_loads_back_equal(examples) -> None:
+    @settings(deadline=None, suppress_health_check=[HealthCheck.too_slow], max_examples=examples)
+    @given(TREES)
+    def check(mapping: M.Mapping) -> None:
+        text = mapping.to_yaml()
+        for kind in kinds(mapping):
+            assert f"!{kind}" in text
+        with tempfile.TemporaryDirectory() as directory:
+            path = Path(directory) / "mapping.yaml"
+            path.write_text(text, encoding="utf-8")
+            loaded = load_spec(path).mapping
+        assert loaded == mapping, text
+        assert loaded.to_yaml() == text
+
+    check()
 
 
 def test_yaml_special_keys_load_back_as_text() -> None:

@@ -93,6 +93,7 @@ def samples(env: SpecEnvironment) -> list[Any]:
     return [*captured.values(), True, None, b"bytes"]
 
 
+@pytest.mark.slow
 def test_the_sandbox_walk_reaches_no_module_frame_globals_or_os(host) -> None:
     h, globs = host
     env = h.env

@@ -102,10 +102,11 @@ def test_log_ranges_plot_on_a_log_axis():
             r"sweep\.yaml:6: sweep\.BUF",
             "limit sweep_points = 100,000",
         ),
-        (
+        pytest.param(
             "  BUFF: [1, 2]",
             r"sweep\.yaml:6: sweep\.BUFF",
             r"no spec file uses it \(did you mean 'BUF'\?\).*allow_unused: true",
+            marks=pytest.mark.slow,
         ),
         ("  energy: [1]", r"sweep\.yaml:6: sweep\.energy", "names a result column"),
         ("  2X: [1]", r"sweep\.yaml:6: sweep\.2X", "not a Jinja variable name"),
