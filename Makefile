@@ -12,7 +12,7 @@ PYTHON312 ?= $(shell for p in $${PYENV_ROOT:-$$HOME/.pyenv}/versions/3.12*/bin/p
 VENV312 := .venv312
 STAMP312 := $(VENV312)/.installed-components
 
-.PHONY: demo test test-oracle typecheck lint format clean browser components test-components
+.PHONY: demo test test-slow test-all test-oracle typecheck lint format clean browser components test-components
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -29,20 +29,30 @@ $(DEVSTAMP): pyproject.toml | $(BIN)/python
 demo: $(STAMP)
 	$(BIN)/fusemap demo
 
-# The suite in two processes (about 12 minutes on 2 cores; 24 in one).
+# The fast set: ruff, then every test not marked slow or oracle, in two processes
+# (about TIME_FAST on 2 cores). Plain `pytest` runs the same set.
 test: $(DEVSTAMP)
 	$(BIN)/ruff check src tests benchmarks experiments
 	$(BIN)/ruff format --check src tests benchmarks experiments
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -n 2
 
+# The rest: the tests marked slow (long cases of checks the fast set makes on small
+# ones: whole mapper runs, the corpus, sweeps, the brute forces) and the LoopTree
+# oracle (about TIME_SLOW on 2 cores). CI runs it after `make test`.
+test-slow: $(DEVSTAMP)
+	$(BIN)/python -m pytest -n 2 -m "slow or oracle"
+
+# Everything: the fast set, then the rest.
+test-all: test test-slow
+
 # mypy over src/fusemap, configured in pyproject.toml (also run by `make test`).
 typecheck: $(DEVSTAMP)
 	$(BIN)/mypy
 
 # FFM against the independent LoopTree oracle (every LoopTree of 48 tiny random cases,
-# of 12 with a spatial fanout, and of tests/test_mapper_root.py's; deselected from
-# `make test`), two cases at a time.
+# of 12 with a spatial fanout, and of tests/oracles/test_mapper_root.py's; part of
+# `make test-slow`), two cases at a time.
 test-oracle: $(DEVSTAMP)
 	$(BIN)/python -m pytest -m oracle -n 2
 
@@ -74,8 +84,9 @@ components: $(STAMP312)
 # first check that it is there and its simulators run).
 test-components: $(STAMP312)
 	$(VENV312)/bin/python -m fusemap.component_binaries --check
-	$(VENV312)/bin/python -m pytest -p no:logging tests/test_component_models.py \
-		tests/test_components_corpus.py tests/test_cim_functions.py tests/test_model_tolls.py
+	$(VENV312)/bin/python -m pytest -p no:logging -m "" tests/unit/spec/test_component_models.py \
+		tests/integration/test_components_corpus.py tests/unit/spec/test_cim_functions.py \
+		tests/unit/model/test_model_tolls.py
 
 clean:
 	rm -rf $(VENV) $(VENV312) build *.egg-info src/*.egg-info

@@ -1,9 +1,13 @@
-"""Every test starts with the default limits and a fresh expression budget; fixtures
-shared by several test modules."""
+"""Fixtures shared by the whole suite: every test starts with the default limits and a
+fresh expression budget; a deterministic clock for the time limits; a recorded join of
+a tiny chain. Paths (the repository, the shared data folder) are in
+``tests/support/paths.py``."""
 
 from __future__ import annotations
 
 import os
+import time
+from pathlib import Path
 
 import pytest
 
@@ -12,6 +16,7 @@ from fusemap.mapper import caps, ffm
 from fusemap.mapper.join.ffm_join import join
 from fusemap.spec import limits
 from fusemap.spec.spec import load_spec
+from tests.support.sweep_helpers import ARCH as TINY_ARCH
 
 
 @pytest.fixture(autouse=True)
@@ -26,15 +31,66 @@ def _default_limits():
     limits.reset()
 
 
+class FakeClock:
+    """``time.monotonic`` advancing ``step`` seconds at each read: a time limit becomes a
+    number of clock reads (of deadline checks), the same on every machine."""
+
+    def __init__(self, step: float) -> None:
+        self.step = step
+        self.reads = 0
+
+    def __call__(self) -> float:
+        self.reads += 1
+        return self.reads * self.step
+
+    @property
+    def now(self) -> float:
+        """Seconds on this clock so far."""
+        return self.reads * self.step
+
+
+@pytest.fixture
+def fake_clock(monkeypatch):
+    """``fake_clock(step)`` replaces ``time.monotonic`` (what the limits read) by a
+    :class:`FakeClock` for the rest of the test and returns it."""
+
+    def install(step: float) -> FakeClock:
+        clock = FakeClock(step)
+        monkeypatch.setattr(time, "monotonic", clock)
+        return clock
+
+    return install
+
+
 @pytest.fixture(scope="session")
-def renamed_chain_join():
-    """(order, tables, workload) of the last join mapping a tiny 4-matmul chain (Pareto
-    front): its two middle matmuls are identical, so one table is renamed for the
-    other (``renamed_from``)."""
+def tiny_arch_file(tmp_path_factory) -> Path:
+    """DRAM, a buffer of ``BUF`` (default 4) x 64 bits and a MAC, no fanout
+    (``tests/support/sweep_helpers.py``): the mapper maps a small chain on it in a second
+    or two, where ``arch.yaml`` (16 MACs in a row) takes ten times longer."""
+    path = tmp_path_factory.mktemp("tiny") / "arch.yaml"
+    path.write_text(TINY_ARCH)
+    return path
+
+
+RENAMED_CHAINS = {
+    "tiny arch": {"N": 4, "M": 8, "SIZES": [8, 8, 8, 8], "BUF": 2},
+    "arch.yaml": {"N": 4, "M": 8, "SIZES": [8, 8, 8, 8], "BUFFER_KIB": 0.25},
+}
+"""The 4-matmul chains of ``renamed_chain_join`` (``matmul_chain.yaml``'s variables)."""
+
+
+@pytest.fixture(
+    scope="session", params=["tiny arch", pytest.param("arch.yaml", marks=pytest.mark.slow)]
+)
+def renamed_chain_join(request, tiny_arch_file):
+    """(order, tables, workload) of the last join mapping a 4-matmul chain (Pareto front)
+    of 8 x 8 matrices: its two middle matmuls are identical, so one table is renamed for
+    the other (``renamed_from``). On the tiny arch in the fast set, on ``arch.yaml`` (a
+    minute) in the slow one."""
+    arch = tiny_arch_file if request.param == "tiny arch" else example_path("arch.yaml")
     spec = load_spec(
-        example_path("arch.yaml"), example_path("matmul_chain.yaml"),
-        variables={"N": 4, "M": 8, "SIZES": [8, 8, 8, 8], "BUFFER_KIB": 0.25},
-    )  # fmt: skip
+        arch, example_path("matmul_chain.yaml"), variables=RENAMED_CHAINS[request.param]
+    )
     calls = []
 
     def recorded(order, tables, wl, *args, **kw):
