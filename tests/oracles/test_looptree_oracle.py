@@ -1,6 +1,6 @@
 """FFM against every LoopTree: the mapper's optimum equals the independent oracle's.
 
-The oracle (``tests/looptree_oracle.py``) enumerates whole LoopTrees from the LoopTree
+The oracle (``tests/support/looptree_oracle.py``) enumerates whole LoopTrees from the LoopTree
 grammar and scores each with the model; it shares no code with the mapper. Random tiny
 workloads (chains of 2 and 3 matmuls, a tensor read by two Einsums, a tensor read two
 Einsums after it is written, a workload input read by two Einsums, ranks of 2 and 3, of

@@ -78,7 +78,7 @@ adjacent: ``_sections``).
   only shrink (the inner loop lies between the same reservations and splits).
 * Below the last split on an Einsum's path (its *tail*, which only it uses), the loops
   of a run come in few orders. Loop order in a run changes no count
-  (``tests/test_model_loop_order.py``); it only decides how far the holder being
+  (``tests/unit/model/test_model_loop_order.py``); it only decides how far the holder being
   lowered into the run passes: the relevant loops, then at most one partially relevant
   one. If that holder is in the tail, only this chain has it, and passing all relevant
   loops and one partially relevant loop (one order per such loop, the rest after)

@@ -1,4 +1,4 @@
-"""Builders for small model specs written as YAML text (used by tests/test_model_*.py).
+"""Builders for small model specs written as YAML text (used by tests/unit/model/test_model_*.py).
 
 Specs are built as plain Python data and written out by a tiny block-YAML emitter:
 strings are written *unquoted* (so expressions such as ``inf`` or ``~Intermediates`` are

@@ -8,7 +8,7 @@ Two things live here:
   into one node per tensor, in order, so an *adjacent* run (nothing between the nodes,
   same memory, same ``persistent``, no ``binding``/``text``) gives every Einsum exactly the
   same chain of steps: the same counts, reservations, lifetimes and usage (tested in
-  tests/test_looptree.py on random mappings). Nodes separated by a loop are never merged
+  tests/integration/test_looptree.py on random mappings). Nodes separated by a loop are never merged
   (only the last tensor of a node can have its reservation lowered past loops).
 * :func:`display_tree` builds the tree the text, SVG/PNG and HTML drawings show, with the
   model's numbers (:func:`annotate`) when a spec is at hand.

@@ -1,5 +1,5 @@
 """The sweep file (issue 21): value ranges, validation with file, line and key, point
-keys, the Parquet record round trip. No cluster here (tests/test_sweep.py runs sweeps)."""
+keys, the Parquet record round trip. No cluster here (tests/integration/test_sweep.py runs sweeps)."""
 
 from __future__ import annotations
 

@@ -19,7 +19,7 @@ first user's nodes of a gap first, so the conditions below keep every chain's or
   (same loop, same place); one below the shared loops is in one user's branch only.
   The model moves a spatial loop in a tensor's view only among loops no holder of the
   tensor separates, so each view is that user's pmapping (checked by the brute force
-  of ``tests/test_ffm_bruteforce.py`` with a fanout);
+  of ``tests/oracles/test_ffm_bruteforce.py`` with a fanout);
 * for a user that is not the tensor's first in the order: no fused backing node
   follows the copy in its gap (a guard: a fused backing node opens its gap). The
   assembly merges the users' nodes of a gap keeping each user's order
