@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
 
@@ -27,6 +28,39 @@ from .app import (
     load,
 )
 
+Jobs = Annotated[
+    int,
+    typer.Option(
+        "--jobs",
+        "-j",
+        envvar="FUSEMAP_JOBS",
+        help="Worker processes for pmapping generation (the answer does not depend on it).",
+    ),
+]
+Orders = Annotated[
+    str, typer.Option("--orders", help="given | all (every dependency-respecting order)")
+]
+Epsilon = Annotated[
+    float,
+    typer.Option(
+        "--epsilon",
+        help="Run an epsilon-pruned (dirty) join first and bound the exact join with "
+        "its answer (FFM 6.3); 0: exact join only. The answer is the same either way.",
+    ),
+]
+Mapper = Annotated[
+    str,
+    typer.Option(
+        "--mapper",
+        help="ffm (optimal), or a baseline on the same pmappings: random (Timeloop-"
+        "style), sa (SET-style annealing), ga (TileFlow-style genetic algorithm).",
+    ),
+]
+Budget = Annotated[
+    int, typer.Option("--budget", help="Baselines: evaluations (joins of one pmapping each).")
+]
+Seed = Annotated[int, typer.Option("--seed", help="Baselines: the random seed.")]
+
 
 def map_with_progress(
     spec: Spec, objective: str, orders: str, jobs: int, epsilon: float = 0.0
@@ -47,6 +81,29 @@ def map_with_progress(
         )
 
 
+@dataclass(frozen=True)
+class Baseline:
+    """A baseline mapper instead of FFM (``fusemap map --mapper``)."""
+
+    strategy: str  # random | sa | ga
+    budget: int  # evaluations
+    seed: int
+
+    def run(self, spec: Spec, objective: str, jobs: int) -> tuple[MapOutcome, dict]:
+        """Its answer, and what it did (for the JSON's ``mapper``)."""
+        from ..mapper.baselines import map_with_baseline
+
+        run = map_with_baseline(
+            spec, self.strategy, objective, budget=self.budget, seed=self.seed, jobs=jobs
+        )
+        info = {
+            "name": self.strategy, "budget": self.budget, "seed": self.seed,
+            "evaluations": run.evaluations, "valid": run.trace.valid,
+            "best_after": run.trace.history, "join_seconds": run.join_seconds,
+        }  # fmt: skip
+        return run.outcome, info
+
+
 def map_whole(
     spec: Spec,
     objective: str,
@@ -62,15 +119,23 @@ def map_whole(
     plots: Path | None = None,
     log: bool = False,
     command: str = "fusemap map",
+    baseline: Baseline | None = None,
 ) -> MapOutcome:
-    """Map the workload, print the summary (``quiet``: no LoopTree), write the files."""
+    """Map the workload (with FFM, or a ``baseline``), print the summary (``quiet``: no
+    LoopTree), write the files."""
     from ..report import outputs  # noqa: I001
 
-    outcome = map_with_progress(spec, objective, orders, jobs, epsilon)
+    mapper: dict | None = None
+    if baseline is None:
+        outcome = map_with_progress(spec, objective, orders, jobs, epsilon)
+        title = f"Optimal mapping ({objective})"
+    else:
+        outcome, mapper = baseline.run(spec, objective, jobs)
+        title = f"Best mapping the {baseline.strategy} baseline found ({objective})"
     best = outcome.best
     res = best.result
     notes = outputs.drawing_notes(spec, best.mapping)
-    echo(f"Optimal mapping ({objective}), Einsum order: {' -> '.join(best.order)}")
+    echo(f"{title}, Einsum order: {' -> '.join(best.order)}")
     outputs.show_result(res, best.mapping, notes, tree=not quiet, echo=echo)
     if best.fused:
         for f in best.fused:
@@ -104,9 +169,11 @@ def map_whole(
              f"{files[0]} ... {files[-1]} (numbered as in the table)")  # fmt: skip
     elif out:
         outputs.save_mapping(out, best.mapping, spec, command,
-                             [f"Optimal mapping ({objective}); score it with fusemap evaluate"])  # fmt: skip
+                             [f"{title}; score it with fusemap evaluate"])  # fmt: skip
         echo(f"wrote {out}")
     data = outcome_json(outcome)
+    if mapper is not None:
+        data["mapper"] = mapper
     if files:
         for point, path in zip(data["pareto"], files, strict=True):
             point["mapping_file"] = path
@@ -254,31 +321,18 @@ def map_(
     report: Report = None,
     plots: Plots = None,
     log: Log = False,
-    jobs: Annotated[
-        int,
-        typer.Option(
-            "--jobs",
-            "-j",
-            envvar="FUSEMAP_JOBS",
-            help="Worker processes for pmapping generation (the answer does not depend on it).",
-        ),
-    ] = 1,
-    orders: Annotated[
-        str, typer.Option("--orders", help="given | all (every dependency-respecting order)")
-    ] = "given",
-    epsilon: Annotated[
-        float,
-        typer.Option(
-            "--epsilon",
-            help="Run an epsilon-pruned (dirty) join first and bound the exact join with "
-            "its answer (FFM 6.3); 0: exact join only. The answer is the same either way.",
-        ),
-    ] = 0.0,
+    jobs: Jobs = 1,
+    orders: Orders = "given",
+    epsilon: Epsilon = 0.0,
+    mapper: Mapper = "ffm",
+    budget: Budget = 1000,
+    seed: Seed = 0,
     scheduler: Scheduler = None,
 ) -> None:
     """Find the optimal fused mapping of the workload (FFM). With --einsum: the best
     pmapping of one Einsum alone. With --scheduler, the pmappings are generated on the
-    Dask cluster's workers (the result is the same)."""
+    Dask cluster's workers (the result is the same). With --mapper random|sa|ga, a
+    baseline's best mapping in --budget evaluations."""
     spec = load([arch, workload, *(extra or [])], define, allow_unused)
     spec.require("arch", "workload")
     check_outputs(spec, json_out, None, out)
@@ -286,6 +340,7 @@ def map_(
         raise FusemapError(f"--jobs must be at least 1 (got {jobs})")
     if not epsilon >= 0:
         raise FusemapError(f"--epsilon must be at least 0 (got {epsilon})")
+    choice = _baseline(mapper, budget, seed, objective, orders, einsum)
     if einsum is not None:
         _map_one_einsum(
             spec, einsum, objective, scheduler, out=out, json_out=json_out, quiet=quiet,
@@ -294,8 +349,28 @@ def map_(
         return
     _map_on_workers(
         spec, objective, orders, jobs, epsilon, scheduler, out=out, json_out=json_out,
-        quiet=quiet, report=report, plots=plots, log=log,
+        quiet=quiet, report=report, plots=plots, log=log, baseline=choice,
     )  # fmt: skip
+
+
+def _baseline(
+    mapper: str, budget: int, seed: int, objective: str, orders: str, einsum: str | None
+) -> Baseline | None:
+    """The baseline ``--mapper`` asks for (None: FFM), its options checked."""
+    from ..mapper.baselines import STRATEGIES
+
+    if mapper == "ffm":
+        return None
+    if mapper not in STRATEGIES:
+        raise FusemapError(f"unknown --mapper '{mapper}' (use ffm, {', '.join(STRATEGIES)})")
+    if budget < 1:
+        raise FusemapError(f"--budget must be at least 1 (got {budget})")
+    if objective == "pareto" or einsum is not None or orders != "given":
+        raise FusemapError(
+            "a baseline maps the whole workload in its given order for one objective "
+            "(energy, latency or edp): drop --einsum, --orders all and pareto"
+        )
+    return Baseline(mapper, budget, seed)
 
 
 def _map_one_einsum(
@@ -336,6 +411,7 @@ def _map_on_workers(
     report: Path | None,
     plots: Path | None,
     log: bool,
+    baseline: Baseline | None = None,
 ) -> None:
     """``fusemap map`` of the whole workload, its pmappings generated by ``jobs`` local
     processes or, with a ``scheduler``, by the Dask cluster's worker threads."""
@@ -350,5 +426,5 @@ def _map_on_workers(
         map_whole(
             spec, objective, orders=orders, jobs=workers, out=out, json_out=json_out,
             echo=typer.echo, epsilon=epsilon, quiet=quiet, report=report, plots=plots, log=log,
-            command=command_line(),
+            command=command_line(), baseline=baseline,
         )  # fmt: skip

@@ -80,7 +80,7 @@ def map_workload(
     ]
     plan = fusion_plan(wl, order_list)
     one_loop = config.fused_loops_once and len(wl.einsums) > 1 and bool(plan.fusable)
-    memories = _memory_sizes(wl, arch, replace(config, fusable=plan.fusable))
+    memories = memory_sizes(wl, arch, replace(config, fusable=plan.fusable))
     join_args = (wl, arch, objective, memories, rules)
     search = _Search(spec, order_list, plan, jobs, progress, stats, join_args)
     # Energy: first tables holding only the rows near each Einsum's least, enough when
@@ -109,7 +109,7 @@ def map_workload(
     stats.kept = best_join.stats.rows_kept
     stats.bounded = best_join.stats.rows_bounded
     top = top_memory(arch, wl.einsums[0].name)
-    mapped = [_materialize(j, row, tables, wl, arch, spec, top) for j, row in picked]
+    mapped = [materialize(j, row, tables, wl, arch, spec, top) for j, row in picked]
     stats.seconds["assemble"] = time.perf_counter() - t
     stats.seconds["total"] = time.perf_counter() - start
     return MapOutcome(objective, mapped, stats, pass_bounds(spec, wl), notes)
@@ -254,8 +254,9 @@ DEEPENING = (1e-6, 0.03, 0.15, 0.6)
 the unbounded join."""
 
 
-def _materialize(joined, row, tables, wl, arch, spec, top) -> MappedWorkload:
-    """Row ``row`` of a join as one LoopTree, scored by the model."""
+def materialize(joined, row, tables, wl, arch, spec, top) -> MappedWorkload:
+    """Row ``row`` of a join as one LoopTree, scored by the model (also the baselines'
+    answers, :mod:`fusemap.mapper.baselines`)."""
     chains, compat = [], []
     for name, pick in zip(joined.order, joined.picks[row], strict=True):
         table = tables[name]
@@ -279,8 +280,9 @@ def _fused(compat: list[dict[str, Compatibility]], top: str) -> list[FusedTensor
     return [out[t] for t in sorted(out)]
 
 
-def _memory_sizes(wl, arch, config) -> dict[str, float]:
-    """Size of each memory whose reservations the join adds up (by name)."""
+def memory_sizes(wl, arch, config) -> dict[str, float]:
+    """Size of each memory whose reservations the join adds up (by name), for the
+    fusion the ``config`` allows."""
     names = join_memories(wl, arch, config)
     sizes: dict[str, float] = {}
     for info in wl.einsums:
