@@ -18,7 +18,11 @@ _state = {"debug": False}
 
 Defines = Annotated[
     list[str] | None,
-    typer.Option("-D", "--define", help="Jinja variable NAME=VALUE (VALUE read as YAML)."),
+    typer.Option(
+        "-D",
+        "--define",
+        help="Jinja variable NAME=VALUE (VALUE read as a YAML scalar, or a flat list [a, b, ...]).",
+    ),
 ]
 AllowUnused = Annotated[
     bool,

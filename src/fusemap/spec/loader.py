@@ -112,16 +112,27 @@ def load_files(
 
 
 def parse_define(text: str) -> tuple[str, Any]:
-    """Parse a CLI ``-D NAME=VALUE``; VALUE reads as a YAML scalar (``3``, ``1e9``, ``true``)."""
+    """Parse a CLI ``-D NAME=VALUE``; VALUE reads as a YAML scalar (``3``, ``1e9``,
+    ``true``) or a flat list of them (``[16, 32, 16]``)."""
     match = _DEFINE.match(text)
     if not match:
         raise SpecError(f"bad definition {text!r}: expected NAME=VALUE with NAME an identifier")
     name, raw = match.group(1), match.group(2).strip()
+    if raw.startswith("[") and raw.endswith("]"):
+        items = raw[1:-1].strip()
+        if any(c in items for c in "[]{}"):
+            raise SpecError(f"bad definition {text!r}: a list of scalars only (no nesting)")
+        return name, [_define_scalar(x.strip()) for x in items.split(",")] if items else []
+    return name, _define_scalar(raw)
+
+
+def _define_scalar(raw: str) -> Any:
+    """One scalar of a ``-D`` value: quoted (a string as written) or read as YAML."""
     if len(raw) >= 2 and raw[0] == raw[-1] and raw[0] in "'\"":
-        return name, QuotedStr(raw[1:-1])
+        return QuotedStr(raw[1:-1])
     if raw == "":
-        return name, ""
-    return name, plain_scalar(raw, implicit_tag(raw))
+        return ""
+    return plain_scalar(raw, implicit_tag(raw))
 
 
 class _Session(TemplateHost):

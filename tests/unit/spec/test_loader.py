@@ -329,7 +329,10 @@ def test_parse_define():
     assert parse_define("T=All") == ("T", "All")
     assert parse_define("E=") == ("E", "")
     assert parse_define("S='3'") == ("S", "3")
-    for bad in ("novalue", "1X=3", "=3", "a-b=1"):
+    assert parse_define("L=[16, 32, 1e3]") == ("L", [16, 32, 1e3])
+    assert parse_define("L=['a', true]") == ("L", ["a", True])
+    assert parse_define("L=[]") == ("L", [])
+    for bad in ("novalue", "1X=3", "=3", "a-b=1", "L=[[1], 2]", "L=[{a: 1}]"):
         with pytest.raises(SpecError):
             parse_define(bad)
 
