@@ -46,6 +46,12 @@ class BaselineRun:
     evaluations: int
     join_seconds: float  # spent scoring combinations (FFM joins over one row each)
     table_seconds: float  # spent making the pmapping tables (shared with FFM)
+    joins: int  # evaluations not answered from the cache of combinations seen before
+
+    @property
+    def seconds_per_evaluation(self) -> float:
+        """The measured cost of one evaluation (a join not answered from the cache)."""
+        return self.join_seconds / self.joins if self.joins else 0.0
 
 
 def baseline_space(spec: Spec, objective: str, jobs: int = 1) -> tuple[JoinSpace, float]:
@@ -91,7 +97,7 @@ def map_with_baseline(
     table_seconds = 0.0
     if space is None:
         space, table_seconds = baseline_space(spec, objective, jobs)
-    before, spent = space.evaluations, space.seconds
+    before, spent, joins = space.evaluations, space.seconds, space.joins
     trace = run_strategy(space, strategy, budget, seed)
     if trace.best is None:
         raise FusemapError(
@@ -104,9 +110,8 @@ def map_with_baseline(
     mapped = _materialized(space, trace.best, spec)
     outcome = MapOutcome(objective, [mapped], stats, pass_bounds(spec, space.workload))
     outcome.notes = [f"{strategy} baseline, seed {seed}: {budget} evaluations, {trace.valid} valid"]
-    return BaselineRun(
-        outcome, trace, space.evaluations - before, space.seconds - spent, table_seconds
-    )
+    return BaselineRun(outcome, trace, space.evaluations - before, space.seconds - spent,
+                       table_seconds, space.joins - joins)  # fmt: skip
 
 
 def _materialized(space: JoinSpace, picks: Picks, spec: Spec):

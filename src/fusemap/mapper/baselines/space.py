@@ -67,6 +67,7 @@ class JoinSpace:
     objective: str
     rows: list[_EinsumRows] = field(default_factory=list)
     evaluations: int = 0
+    joins: int = 0  # evaluations not answered from the cache
     seconds: float = 0.0  # spent scoring (joins)
     cache: dict[Picks, Score | None] = field(default_factory=dict)
 
@@ -147,6 +148,7 @@ class JoinSpace:
         if picks in self.cache:
             return self.cache[picks]
         start = time.perf_counter()
+        self.joins += 1
         one = {
             name: self.tables[name].take(np.array([row], dtype=np.int64))
             for name, row in zip(self.order, picks, strict=True)

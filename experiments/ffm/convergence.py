@@ -1,0 +1,192 @@
+"""Baseline mappers' convergence to FFM's optimal EDP (the FFM paper, section 7.4, Fig. 8).
+
+Random sampling (Timeloop), simulated annealing (SET) and a genetic algorithm (TileFlow)
+draw from the same pmapping tables as FFM, with the same join rules
+(``fusemap.mapper.baselines``). For each, 10 seeds: the distance of the best EDP found
+from FFM's optimum (best / optimum - 1) against time as a multiple of FFM's run time,
+timed two ways: the paper's (evaluations x the measured cost of one evaluation) and the
+real wall time (the tables' time included). Checks written to the JSON: FFM's EDP is the
+least of all; each baseline's answer, evaluated again by the model, gives the numbers it
+reported; the same seed gives the same run.
+
+Full: GPT-3 6.7B (one layer, batch 1, 2048 tokens) on tpu_v4i; --quick: a 4-matmul chain
+on the project's own arch.yaml, 3 seeds.
+
+usage: python experiments/ffm/convergence.py [--quick] [--seeds 10] [--budget 2000]
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import (  # noqa: E402
+    arguments,
+    figure,
+    gpt3,
+    markdown_table,
+    run_ffm,
+    small_chain,
+    write_outputs,
+)
+
+from fusemap.mapper.baselines import (  # noqa: E402
+    STRATEGIES,
+    BaselineRun,
+    baseline_space,
+    map_with_baseline,
+)
+from fusemap.model.evaluate import evaluate_mapping  # noqa: E402
+
+WITHIN = 0.05  # "within 5% of the optimum"
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    """Run the experiment; returns what the JSON holds."""
+    parser = arguments(__doc__, "convergence")
+    parser.add_argument("--seeds", type=int, default=None, help="seeds per baseline")
+    parser.add_argument("--budget", type=int, default=None, help="evaluations per run")
+    args = parser.parse_args(argv)
+    quick = args.quick
+    seeds = args.seeds or (3 if quick else 10)
+    budget = args.budget or (150 if quick else 2000)
+    problem = small_chain(4) if quick else gpt3(1, 2048)
+    if not problem.available():
+        print(f"skipped: {problem.arch} or {problem.workload} is absent")
+        return {}
+    spec = problem.spec()
+    ffm = run_ffm(spec, "edp", args.jobs)
+    print(f"{problem.name}: FFM EDP {ffm.edp:.6g} in {ffm.seconds:.1f} s", flush=True)
+    space, table_seconds = baseline_space(spec, "edp", args.jobs)
+    runs: dict[str, list[BaselineRun]] = {}
+    for strategy in STRATEGIES:
+        runs[strategy] = []
+        for seed in range(seeds):
+            run = map_with_baseline(spec, strategy, "edp", budget=budget, seed=seed, space=space)
+            runs[strategy].append(run)
+            print(f"{strategy} seed {seed}: best/optimum {run.trace.best_value / ffm.edp:.4f}",
+                  flush=True)  # fmt: skip
+    cost = sum(r.join_seconds for rs in runs.values() for r in rs) / max(
+        1, sum(r.joins for rs in runs.values() for r in rs)
+    )
+    data = {
+        "problem": problem.to_json(),
+        "quick": quick,
+        "ffm": ffm.to_json(),
+        "table_seconds": table_seconds,
+        "seconds_per_evaluation": cost,
+        "budget": budget,
+        "seeds": seeds,
+        "baselines": {
+            s: _summary(rs, ffm.edp, ffm.seconds, cost, table_seconds) for s, rs in runs.items()
+        },  # fmt: skip
+        "checks": _checks(spec, runs, space, ffm.edp, budget),
+    }
+    fig = _plot(data, problem.name)
+    write_outputs(args.out, args.name + ("_quick" if quick else ""), data, fig, _table(data))
+    return data
+
+
+def _summary(
+    runs: list[BaselineRun], optimum: float, ffm_seconds: float, cost: float, tables: float
+) -> dict[str, Any]:
+    """Distances per evaluation (mean, std over seeds), the time axes, and when each
+    seed came within 5%."""
+    distance = np.array([np.array(r.trace.history) / optimum - 1 for r in runs])
+    finite = np.isfinite(distance).all(axis=0)
+    mean = np.where(finite, np.where(finite, distance, 0).mean(axis=0), np.nan)
+    std = np.where(finite, np.where(finite, distance, 0).std(axis=0), np.nan)
+    evals = np.arange(1, distance.shape[1] + 1)
+    wall = np.array([r.trace.seconds for r in runs]).mean(axis=0) + tables
+    reached = [_first(d <= WITHIN) for d in distance]
+    return {
+        "time_x_ffm_paper": (evals * cost / ffm_seconds).tolist(),
+        "time_x_ffm_wall": (wall / ffm_seconds).tolist(),
+        "distance_mean": [None if math.isnan(x) else x for x in mean.tolist()],
+        "distance_std": [None if math.isnan(x) else x for x in std.tolist()],
+        "final_distance": [float(d[-1]) for d in distance],
+        "evaluations_to_within_5pct": reached,
+        "valid_fraction": float(np.mean([r.trace.valid / r.evaluations for r in runs])),
+    }
+
+
+def _first(mask: np.ndarray) -> int | None:
+    """The 1-based evaluation where ``mask`` first holds (None: never)."""
+    hits = np.flatnonzero(mask)
+    return int(hits[0]) + 1 if len(hits) else None
+
+
+def _checks(
+    spec: Any, runs: dict[str, list[BaselineRun]], space: Any, optimum: float, budget: int
+) -> dict[str, bool]:
+    """FFM's EDP is the least; each answer re-evaluates to its numbers; seeds repeat."""
+    least = all(r.trace.best_value >= optimum * (1 - 1e-9) for rs in runs.values() for r in rs)
+    valid = True
+    for rs in runs.values():
+        for r in rs:
+            again = evaluate_mapping(spec, r.outcome.best.mapping)
+            score = r.trace.best_score
+            assert score is not None
+            valid &= math.isclose(again.energy, score.energy, rel_tol=1e-9)
+            valid &= math.isclose(again.latency, score.latency, rel_tol=1e-9)
+    repeat = True
+    for strategy, rs in runs.items():
+        again = map_with_baseline(spec, strategy, "edp", budget=budget, seed=0, space=space)
+        repeat &= again.trace.history == rs[0].trace.history
+    return {"ffm_is_least": least, "answers_valid": bool(valid), "deterministic": repeat}
+
+
+def _plot(data: dict[str, Any], title: str) -> Any:
+    """Distance from the optimum against time (x FFM's), both time axes."""
+    fig, axes = figure(2)
+    for ax, axis in zip(axes, ("time_x_ffm_paper", "time_x_ffm_wall"), strict=True):
+        for strategy, s in data["baselines"].items():
+            x = np.array(s[axis])
+            m = np.array([np.nan if v is None else v for v in s["distance_mean"]])
+            sd = np.array([np.nan if v is None else v for v in s["distance_std"]])
+            line = ax.plot(x, m, label=strategy)[0]
+            ax.fill_between(x, np.maximum(m - sd, 1e-6), m + sd, alpha=0.2,
+                            color=line.get_color())  # fmt: skip
+        ax.axvline(1.0, color="k", lw=0.8, ls=":", label="FFM (optimal, distance 0)")
+        ax.set_xscale("log")
+        ax.set_yscale("symlog", linthresh=1e-3)
+        ax.set_xlabel("time / FFM's time" + (" (evaluations x cost)" if "paper" in axis
+                                             else " (wall, tables included)"))  # fmt: skip
+        ax.set_ylabel("EDP / optimal EDP - 1 (mean, ±1 std)")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.suptitle(f"Convergence to FFM's optimum: {title}")
+    fig.tight_layout()
+    return fig
+
+
+def _table(data: dict[str, Any]) -> str:
+    """One row per baseline."""
+    rows = []
+    for strategy, s in data["baselines"].items():
+        final = np.array(s["final_distance"])
+        reached = [r for r in s["evaluations_to_within_5pct"] if r is not None]
+        rows.append([
+            strategy, data["budget"], f"{final.mean():.3g} ± {final.std():.3g}",
+            f"{len(reached)}/{len(final)}",
+            f"{np.mean(reached):.0f}" if reached else "-",
+            f"{s['time_x_ffm_paper'][-1]:.3g}", f"{s['time_x_ffm_wall'][-1]:.3g}",
+        ])  # fmt: skip
+    head = (f"FFM: EDP {data['ffm']['edp']:.6g} J s in {data['ffm']['seconds']:.1f} s; "
+            f"one evaluation {data['seconds_per_evaluation'] * 1e3:.1f} ms; checks "
+            f"{data['checks']}\n\n")  # fmt: skip
+    return head + markdown_table(
+        ["baseline", "evaluations", "final distance (mean ± std)", "seeds within 5%",
+         "evaluations to 5% (mean)", "time x FFM (paper)", "time x FFM (wall)"],
+        rows,
+    )  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
