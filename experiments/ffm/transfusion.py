@@ -119,6 +119,7 @@ def _plot(data: dict[str, Any]) -> Any:
     for key in ("edp", "energy", "latency"):
         axes[0].plot(tokens, [p[f"{key}_ratio"] for p in data["points"]], "o-", label=key)
     axes[0].set_ylabel("TransFusion / FFM")
+    axes[0].set_title("EDP, energy and latency ratios", fontsize=9)
     axes[0].axhline(1.0, color="k", lw=0.8)
     width = 0.4
     x = range(len(tokens))
@@ -131,14 +132,16 @@ def _plot(data: dict[str, Any]) -> Any:
                         hatch="//" if who == "transfusion" else None)  # fmt: skip
             bottom = [b + v for b, v in zip(bottom, values, strict=True)]
     axes[1].set_xticks(list(x), [f"{t // 1024}K" if t >= 1024 else str(t) for t in tokens])
-    axes[1].set_ylabel("off-chip energy (J); left FFM, right (hatched) TransFusion")
+    axes[1].set_ylabel("off-chip energy (J)")
+    axes[1].set_title("left FFM, right TransFusion (hatched)", fontsize=9)
     for p in data["points"]:
         for e in p["ffm"]["einsums"].values():
             if e["fused"] is not None:
                 axes[2].scatter(p["tokens"], e["intensity"], marker="o" if e["fused"] else "x",
                                 color="C2" if e["fused"] else "C3")  # fmt: skip
     axes[2].set_yscale("log")
-    axes[2].set_ylabel("compute intensity (ops/byte); o fused by FFM, x not")
+    axes[2].set_ylabel("compute intensity (operations / byte)")
+    axes[2].set_title("o: FFM keeps the output on chip; x: not", fontsize=9)
     for ax in (axes[0], axes[2]):
         ax.set_xscale("log", base=2)
     for ax in axes:
@@ -146,7 +149,7 @@ def _plot(data: dict[str, Any]) -> Any:
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize=8)
     axes[1].legend(fontsize=7)
-    fig.suptitle("FFM vs TransFusion on the edge accelerator (GPT-3 6.7B, batch 1)")
+    fig.suptitle("FFM vs TransFusion on the edge accelerator (GPT-3 6.7B, batch 1)", y=0.99)
     fig.tight_layout()
     return fig
 
