@@ -381,7 +381,7 @@ def _check_agrees(spec, objective: str, monkeypatch) -> bool:
     latency; every Einsum's branch holds exactly its pmapping's storage nodes.
     False if no mapping fits at all."""
     seen = []
-    real = ffm._materialize
+    real = ffm.materialize
 
     def spy(joined, row, tables, wl, *rest):
         chains = [
@@ -391,7 +391,7 @@ def _check_agrees(spec, objective: str, monkeypatch) -> bool:
         seen.append((float(joined.energy[row]), float(joined.latency[row]), chains, out))
         return out
 
-    monkeypatch.setattr(ffm, "_materialize", spy)
+    monkeypatch.setattr(ffm, "materialize", spy)
     try:
         ffm.map_workload(spec, objective)
     except InvalidMappingError as err:  # the model rejected the mapper's answer
