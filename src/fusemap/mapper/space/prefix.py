@@ -97,7 +97,7 @@ class LoopEntry(NamedTuple):
     @classmethod
     def of(cls, var: str, tile: int) -> LoopEntry:
         """The loop over ``var`` leaving ``tile``."""
-        return cls(LOOP, var, tile)
+        return tuple.__new__(cls, (LOOP, var, tile))  # no keyword handling: hot
 
     def renamed(self, tensors: dict[str, str], variables: dict[str, str]) -> LoopEntry:
         """The same loop in an identical Einsum with other names."""
@@ -115,7 +115,7 @@ class BackingEntry(NamedTuple):
     @classmethod
     def of(cls, tensor: str, memory: str) -> BackingEntry:
         """The node backing ``tensor`` in ``memory``."""
-        return cls(BACK, tensor, memory)
+        return tuple.__new__(cls, (BACK, tensor, memory))
 
     def renamed(self, tensors: dict[str, str], variables: dict[str, str]) -> BackingEntry:
         """The same node in an identical Einsum with other names."""
@@ -133,7 +133,7 @@ class MarkEntry(NamedTuple):
     @classmethod
     def of(cls, tensor: str, memory: str) -> MarkEntry:
         """The own node of ``tensor`` in ``memory``."""
-        return cls(MARK, tensor, memory)
+        return tuple.__new__(cls, (MARK, tensor, memory))
 
     def renamed(self, tensors: dict[str, str], variables: dict[str, str]) -> MarkEntry:
         """The same node in an identical Einsum with other names."""
@@ -152,9 +152,18 @@ _ENTRY_TYPES = {LOOP: LoopEntry, BACK: BackingEntry, MARK: MarkEntry}
 def as_entries(prefix: tuple) -> Prefix:
     """``prefix`` with each plain ``(kind, ...)`` tuple made its typed entry (equal to
     it: the same hash, order and comparisons)."""
-    if all(type(e) is not tuple for e in prefix):
-        return prefix
-    return tuple(e if type(e) is not tuple else _ENTRY_TYPES[e[0]](*e) for e in prefix)
+    for e in prefix:  # a plain loop: this runs on every new prefix of the search
+        if type(e) is tuple:
+            return tuple(
+                x if type(x) is not tuple else tuple.__new__(_ENTRY_TYPES[x[0]], x) for x in prefix
+            )
+    return prefix
+
+
+def _has_hosting(entries: tuple) -> bool:
+    """Whether ``entries`` (typed or plain) hold the hosting mark (by index: the hot
+    path of interning)."""
+    return any(e[0] == BACK and e[1] == HOSTING for e in entries)
 
 
 def is_hosting(entry: Entry) -> bool:
@@ -181,7 +190,7 @@ def canonical(prefix: tuple) -> Prefix:
     place it at each point of one run give the same pmappings; one prefix keeps them in
     one group (pruned together) instead of many."""
     prefix = as_entries(prefix)
-    if not any(is_hosting(e) for e in prefix):
+    if not _has_hosting(prefix):
         return prefix
     out: list[Entry] = []
     run: list[Entry] = []  # adjacent backing nodes
@@ -223,11 +232,12 @@ class PrefixInterner:
         self._ids: dict[Prefix, int] = {(): 0}
         self._children: dict[tuple[int, int], int] = {}  # (parent, entries' id) -> id
         self._entry_ids: dict[tuple, int] = {}  # tuples hash slowly: ids once
+        self._typed: dict[int, tuple[Prefix, bool]] = {}  # entries' id -> typed, hosting?
 
     def __getstate__(self) -> dict:
         # caches: not worth sending to the parent
         caches = ("_loops", "_settled", "_unmarked")
-        fresh: dict[str, dict] = {"_children": {}, "_entry_ids": {}}
+        fresh: dict[str, dict] = {"_children": {}, "_entry_ids": {}, "_typed": {}}
         return {k: v for k, v in self.__dict__.items() if k not in caches} | fresh
 
     def intern(self, prefix: tuple) -> int:
@@ -272,12 +282,12 @@ class PrefixInterner:
     def intern_reordered(self, prefix: tuple) -> int:
         """The id of ``prefix``, an interned prefix with loops permuted in place (its
         runs of backing nodes unchanged, so it is canonical too)."""
-        return self._intern_canonical(prefix)
+        return self._intern_canonical(as_entries(prefix))
 
-    def _intern_canonical(self, prefix: tuple) -> int:
+    def _intern_canonical(self, prefix: Prefix) -> int:
+        """The id of ``prefix``, canonical and of typed entries."""
         got = self._ids.get(prefix)
         if got is None:
-            prefix = as_entries(prefix)
             got = self._ids[prefix] = len(self.prefixes)
             assert isinstance(self.prefixes, list)  # a renamed interner interns nothing
             self.prefixes.append(prefix)
@@ -308,11 +318,14 @@ class PrefixInterner:
         key = (parent, eid)
         got = self._children.get(key)
         if got is None:
-            added = as_entries(entries)
-            whole = self.prefixes[parent] + added
+            typed = self._typed.get(eid)
+            if typed is None:
+                added = as_entries(entries)
+                typed = self._typed[eid] = (added, _has_hosting(added))
+            whole = self.prefixes[parent] + typed[0]
             # A canonical prefix followed by entries without a hosting mark is canonical
             # (a mark first in its run of nodes stays first when nodes are appended).
-            plain = not any(is_hosting(e) for e in added)
+            plain = not typed[1]
             got = self._children[key] = (
                 self._intern_canonical(whole) if plain else self.intern(whole)
             )
