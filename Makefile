@@ -30,7 +30,7 @@ demo: $(STAMP)
 	$(BIN)/fusemap demo
 
 # The fast set: ruff, then every test not marked slow or oracle, in two processes
-# (about TIME_FAST on 2 cores). Plain `pytest` runs the same set.
+# (about 1.5 minutes on 2 cores). Plain `pytest` runs the same set.
 test: $(DEVSTAMP)
 	$(BIN)/ruff check src tests benchmarks experiments
 	$(BIN)/ruff format --check src tests benchmarks experiments
@@ -39,7 +39,7 @@ test: $(DEVSTAMP)
 
 # The rest: the tests marked slow (long cases of checks the fast set makes on small
 # ones: whole mapper runs, the corpus, sweeps, the brute forces) and the LoopTree
-# oracle (about TIME_SLOW on 2 cores). CI runs it after `make test`.
+# oracle (about 40 minutes on 2 cores). CI runs it after `make test`.
 test-slow: $(DEVSTAMP)
 	$(BIN)/python -m pytest -n 2 -m "slow or oracle"
 
