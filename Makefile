@@ -39,7 +39,7 @@ test: $(DEVSTAMP)
 
 # The rest: the tests marked slow (long cases of checks the fast set makes on small
 # ones: whole mapper runs, the corpus, sweeps, the brute forces) and the LoopTree
-# oracle (about 40 minutes on 2 cores). CI runs it after `make test`.
+# oracle (about 45-55 minutes on 2 cores). CI runs it after `make test`.
 test-slow: $(DEVSTAMP)
 	$(BIN)/python -m pytest -n 2 -m "slow or oracle"
 
