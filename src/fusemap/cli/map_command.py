@@ -357,14 +357,11 @@ def _baseline(
     mapper: str, budget: int, seed: int, objective: str, orders: str, einsum: str | None
 ) -> Baseline | None:
     """The baseline ``--mapper`` asks for (None: FFM), its options checked."""
-    from ..mapper.baselines import STRATEGIES
+    from ..mapper.baselines import check_options
 
     if mapper == "ffm":
         return None
-    if mapper not in STRATEGIES:
-        raise FusemapError(f"unknown --mapper '{mapper}' (use ffm, {', '.join(STRATEGIES)})")
-    if budget < 1:
-        raise FusemapError(f"--budget must be at least 1 (got {budget})")
+    check_options(mapper, budget)
     if objective == "pareto" or einsum is not None or orders != "given":
         raise FusemapError(
             "a baseline maps the whole workload in its given order for one objective "

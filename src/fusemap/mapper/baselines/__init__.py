@@ -28,12 +28,19 @@ from ..pmappings.tables import generate_tables
 from ..space.config import config_from_spec
 from ..space.plan import fusion_plan
 from ..space.templates import check_bounds, top_memory
-from .space import JoinSpace, Picks
+from .space import JoinSpace, Picks, Score
 from .strategies import STRATEGIES, Trace, run_strategy
 
 OBJECTIVES = ("energy", "latency", "edp")
 
-__all__ = ["STRATEGIES", "BaselineRun", "baseline_space", "map_with_baseline", "run_strategy"]
+__all__ = [
+    "STRATEGIES",
+    "BaselineRun",
+    "baseline_space",
+    "check_options",
+    "map_with_baseline",
+    "run_strategy",
+]
 
 
 @dataclass
@@ -78,6 +85,14 @@ def baseline_space(spec: Spec, objective: str, jobs: int = 1) -> tuple[JoinSpace
     return space, time.perf_counter() - start
 
 
+def check_options(strategy: str, budget: int) -> None:
+    """A user error unless ``strategy`` is a baseline and ``budget`` at least 1."""
+    if strategy not in STRATEGIES:
+        raise FusemapError(f"unknown --mapper '{strategy}' (use ffm, {', '.join(STRATEGIES)})")
+    if budget < 1:
+        raise FusemapError(f"--budget must be at least 1 (got {budget})")
+
+
 def map_with_baseline(
     spec: Spec,
     strategy: str,
@@ -90,10 +105,7 @@ def map_with_baseline(
 ) -> BaselineRun:
     """The best mapping ``strategy`` finds in ``budget`` evaluations (seeded), as one
     LoopTree scored by the model. ``space``: tables made before (else made here)."""
-    if strategy not in STRATEGIES:
-        raise FusemapError(f"unknown --mapper '{strategy}' (use ffm, {', '.join(STRATEGIES)})")
-    if budget < 1:
-        raise FusemapError(f"--budget must be at least 1 (got {budget})")
+    check_options(strategy, budget)
     table_seconds = 0.0
     if space is None:
         space, table_seconds = baseline_space(spec, objective, jobs)
@@ -124,10 +136,9 @@ def _materialized(space: JoinSpace, picks: Picks, spec: Spec):
     target = "pareto" if space.objective == "edp" else space.objective
     joined = join(space.order, one, space.workload, space.arch, target, space.memories,
                   rules=FusionRules.of(space.workload))  # fmt: skip
-    values = [
-        (e * lat if space.objective == "edp" else e if space.objective == "energy" else lat, r)
-        for r, (e, lat) in enumerate(zip(joined.energy, joined.latency, strict=True))
+    scores = [
+        Score(float(e), float(lat)) for e, lat in zip(joined.energy, joined.latency, strict=True)
     ]
-    row = min(values)[1]
+    row = min(range(len(scores)), key=lambda r: (scores[r].value(space.objective), r))
     top = top_memory(space.arch, space.order[0])
     return materialize(joined, row, one, space.workload, space.arch, spec, top)
