@@ -16,6 +16,11 @@ allowance has no row the join would keep. `map_workload` first tiles every unmar
 template (the least energies, hence the lower bound, are then exact: marked rows cost
 no less), then, before each capped join, the marked templates within its allowance, and
 all of them before the unbounded join.
+
+Latency and EDP objectives alike: the LoopTree without the mark has the same counts,
+hence the same latency, so the unmarked template's least energy *and* least latency
+bound the marked one's from below, and a marked template is tiled when, completed with
+the other Einsums' least energy and latency, those floors are within the cap.
 """
 
 from __future__ import annotations
@@ -55,11 +60,13 @@ class DeferredHosting:
     spec: Spec
     wl: WorkloadInfo
     jobs: int
+    objective: str = "energy"  # energy | latency | edp (what the caps bound)
     config: MapperConfig | None = None  # set by generate_tables (with the fusion plan)
     groups: dict[str, list[str]] = field(default_factory=dict)
     """Set by generate_tables: table's Einsum -> every Einsum using it (renamed)."""
-    pending: dict[str, list[tuple[float, int]]] = field(default_factory=dict)
-    """Per table: (floor, place in ``left``) of its marked templates not tiled, by floor."""
+    pending: dict[str, list[tuple[float, float, int]]] = field(default_factory=dict)
+    """Per table: (energy floor, latency floor, place in ``left``) of its marked templates
+    not tiled, by energy floor."""
     left: dict[str, list[Template]] = field(default_factory=dict)
     """Per table: the marked templates it left out, in the order they were made."""
     cut: bool = False
@@ -70,24 +77,32 @@ class DeferredHosting:
     def add(self, einsum: str, table: PmappingTable) -> None:
         """Record the marked templates ``table`` left out, each with its unmarked
         template's floor."""
-        floors = table.floors
-        todo = [(floors.get(base_key(t), -math.inf), k) for k, t in enumerate(table.skipped)]
+        floors, latency = table.floors, table.floors_latency
+        todo = [
+            (floors.get(base_key(t), -math.inf), latency.get(base_key(t), -math.inf), k)
+            for k, t in enumerate(table.skipped)
+        ]
         if todo:
             self.pending[einsum] = sorted(todo, key=lambda x: x[0])
             self.left[einsum] = table.skipped
 
     def extend(self, tables: dict[str, PmappingTable], cap: float, orders: list[list[str]]):
         """Tile, and add to ``tables``, the marked templates a join capped at ``cap``
-        (energy) may use: all of them when ``cap`` is infinite. Returns the number of
-        templates tiled."""
+        may use: all of them when ``cap`` is infinite. Returns the number of templates
+        tiled."""
         wanted: dict[str, list[Template]] = {}
         allowed: dict[str, float] = {}
         for base, todo in self.pending.items():
-            allow = allowed[base] = self._allowance(base, tables, cap, orders)
-            take = [k for f, k in todo if f <= allow]
+            if self.objective == "energy":
+                allow = allowed[base] = self._allowance(base, tables, cap, orders)
+                within = [f <= allow for f, _, _ in todo]
+            else:
+                allowed[base] = math.inf
+                within = self._within(base, tables, cap, orders, todo)
+            take = [k for (_, _, k), w in zip(todo, within, strict=True) if w]
             if take:  # in the order the templates were made (the table's row order)
                 wanted[base] = [self.left[base][k] for k in sorted(take)]
-                self.pending[base] = todo[len(take) :]
+                self.pending[base] = [x for x, w in zip(todo, within, strict=True) if not w]
         if not wanted:
             return 0
         ceilings = {b: allowed[b] if self.cut else math.inf for b in wanted}
@@ -114,12 +129,32 @@ class DeferredHosting:
                     out = max(out, bound.energy_allowance(j))
         return out
 
+    def _within(self, base: str, tables, cap: float, orders, todo) -> list[bool]:
+        """Latency and EDP: which pending templates of ``base`` may have a row in a
+        mapping within ``cap``: their floors, completed with the least energy and latency
+        of the other Einsums of some order, within it."""
+        if not math.isfinite(cap):
+            return [True] * len(todo)
+        energy = np.array([f for f, _, _ in todo])
+        latency = np.array([lat for _, lat, _ in todo])
+        out = np.zeros(len(todo), dtype=bool)
+        for order in orders:
+            bound = Bound.of(self.objective, cap, order, tables)
+            for j, name in enumerate(order):
+                if name in self.groups[base]:
+                    rest_e = bound.least_energy.sum() - bound.least_energy[j]
+                    rest_l = bound.least_latency.sum() - bound.least_latency[j]
+                    value = bound.objective_of(energy + rest_e, latency + rest_l)
+                    out |= value <= cap * (1 + 1e-9)
+        return out.tolist()
+
     def _generate(
         self, wanted: dict[str, list[Template]], ceilings: dict[str, float]
     ) -> dict[str, PmappingTable]:
         names = sorted(wanted)
         assert self.config is not None, "generate_tables sets the config"
-        args = [(self.spec, n, self.config, wanted[n], ceilings[n]) for n in names]
+        objective = "energy" if self.objective == "energy" else "all"
+        args = [(self.spec, n, self.config, wanted[n], ceilings[n], objective) for n in names]
         done = run_tasks(self.jobs, _marked_in_worker, args)
         return dict(zip(names, done, strict=True))
 
@@ -130,13 +165,14 @@ def _marked_in_worker(
     config: MapperConfig,
     temps: list[Template],
     ceiling: float,
+    objective: str,
     lim: limits.Limits | None,
 ) -> PmappingTable:
-    """The pmappings of the templates ``temps`` of energy at most ``ceiling`` (in a
-    worker, ``lim`` given: the caller's limits)."""
+    """The pmappings of the templates ``temps`` of energy at most ``ceiling``, searched
+    for ``objective`` (in a worker, ``lim`` given: the caller's limits)."""
     with in_worker(lim):
         return generate_pmappings(
-            spec, einsum, objective="energy", config=config, given=temps, ceiling=ceiling
+            spec, einsum, objective=objective, config=config, given=temps, ceiling=ceiling
         )
 
 

@@ -136,8 +136,10 @@ class _Search:
         wl, arch, objective, _, _ = self.join_args
         stats = self.stats
         deferred = None
-        if DEFER_HOSTING and objective == "energy" and self.plan.host_loops:
-            deferred = DeferredHosting(self.spec, wl, self.jobs, cut=self_bound is not None)
+        if DEFER_HOSTING and objective != "pareto" and self.plan.host_loops:
+            deferred = DeferredHosting(
+                self.spec, wl, self.jobs, objective, cut=self_bound is not None
+            )
         tables = generate_tables(
             self.spec, wl, arch, objective, self.jobs, self.progress, stats, self.plan,
             deferred, one_loop, self_bound=self_bound,
@@ -246,8 +248,8 @@ made and the search starts again."""
 
 
 DEFER_HOSTING = True
-"""Energy objective: tile hosting templates only when a capped join may need them
-(:mod:`fusemap.mapper.deferred_hosting`; the tests compare with False)."""
+"""Energy, latency and EDP objectives: tile hosting templates only when a capped join may
+need them (:mod:`fusemap.mapper.deferred_hosting`; the tests compare with False)."""
 
 DEEPENING = (1e-6, 0.03, 0.15, 0.6)
 """The caps of the bounded joins, above the lower bound (relative), tried in turn before

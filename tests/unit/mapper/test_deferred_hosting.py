@@ -1,10 +1,11 @@
 """Hosting templates tiled on demand (mapper/deferred_hosting.py).
 
 The rule rests on one claim: every pmapping of a template with a hosting holder costs at
-least the least energy of the same template without it (its *floor*). Checked here on
-every tile shape (no pruning) of random workloads with a tensor held across an Einsum,
-against floors from the normal search; and the optimum with deferral must equal the
-optimum with every template tiled up front.
+least the least energy, and takes at least the least latency, of the same template
+without it (its *floors*). Checked here on every tile shape (no pruning) of random
+workloads with a tensor held across an Einsum, against floors from the normal search;
+and the optimum with deferral must equal the optimum with every template tiled up front,
+for energy, latency and EDP.
 """
 
 from __future__ import annotations
@@ -55,33 +56,45 @@ def _config(spec):
     return wl, ArchEvaluator(spec, wl), config
 
 
+@pytest.mark.parametrize("objective", ["energy", "all"])
 @pytest.mark.parametrize("seed", slow_except(SEEDS, fast=[2, 6]))
-def test_floors_bound_every_hosting_tile_shape(seed, tmp_path):
+def test_floors_bound_every_hosting_tile_shape(seed, objective, tmp_path):
     spec = _spec(seed, tmp_path)
     wl, arch, config = _config(spec)
     assert config.host_loops.get("E1"), "E1 must be a host in this shape"
-    kw = dict(objective="energy", config=config, workload=wl, arch=arch)
+    kw = dict(objective=objective, config=config, workload=wl, arch=arch)
     base = generate_pmappings(spec, "E1", only=lambda i, t: not marked(t), with_floors=True, **kw)
     every = generate_pmappings(spec, "E1", only=lambda i, t: marked(t), prune=False, **kw)
+    assert bool(base.floors_latency) == (objective == "all")
     checked = 0
     for k, res in enumerate(every.results):
         rows = np.flatnonzero(every.template == k)
         if len(rows) == 0:
             continue
-        floor = base.floors[base_key(res.template)]
-        assert every.energy[rows].min() >= floor * (1 - 1e-12), res.template.describe()
+        key, what = base_key(res.template), res.template.describe()
+        assert every.energy[rows].min() >= base.floors[key] * (1 - 1e-12), what
+        if objective == "all":
+            assert every.latency[rows].min() >= base.floors_latency[key] * (1 - 1e-12), what
         checked += 1
     assert checked > 0
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("seed", SEEDS)
-def test_deferred_hosting_keeps_the_optimum(seed, tmp_path, monkeypatch):
+VALUE = {
+    "energy": lambda r: r.energy,
+    "latency": lambda r: r.latency,
+    "edp": lambda r: r.energy * r.latency,
+}
+
+
+@pytest.mark.parametrize("objective", ["energy", "latency", "edp"])
+@pytest.mark.parametrize("seed", slow_except(SEEDS, fast=[3]))
+def test_deferred_hosting_keeps_the_optimum(seed, objective, tmp_path, monkeypatch):
     spec = _spec(seed, tmp_path)
-    deferred = map_workload(spec, "energy")
+    deferred = map_workload(spec, objective)
     monkeypatch.setattr(ffm, "DEFER_HOSTING", False)
-    upfront = map_workload(spec, "energy")
-    assert deferred.best.result.energy == pytest.approx(upfront.best.result.energy, rel=1e-12)
+    upfront = map_workload(spec, objective)
+    value = VALUE[objective]
+    assert value(deferred.best.result) == pytest.approx(value(upfront.best.result), rel=1e-12)
     assert deferred.statistics.hosting_templates  # the deferred path ran
     assert upfront.statistics.hosting_templates == []
 

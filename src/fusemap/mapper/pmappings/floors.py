@@ -69,3 +69,16 @@ def least_energy_by_template(
         key = template_key(t.t)
         out[key] = min(out.get(key, np.inf), floor)
     return out
+
+
+def least_latency_by_template(
+    done: list[TemplateResult], tilers: list[TemplateTiler]
+) -> dict[tuple, float]:
+    """Per template, a lower bound of the latency of every valid tile shape of it (its
+    rows' least, :func:`least_latency`; searched with latency, no row is cut for energy
+    alone)."""
+    out: dict[tuple, float] = {}
+    for r, t in zip(done, tilers, strict=True):
+        key = template_key(t.t)
+        out[key] = min(out.get(key, np.inf), least_latency(r))
+    return out

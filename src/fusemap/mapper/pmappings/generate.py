@@ -27,7 +27,13 @@ from ..tiling.result import TemplateResult
 from ..tiling.search import TilingCounts, tile_held_variants_last
 from ..tiling.tiler import TemplateTiler
 from .combine import combined_fused_table, combined_table
-from .floors import floor_under, least_energy_by_template, least_latency, with_relaxed_twins
+from .floors import (
+    floor_under,
+    least_energy_by_template,
+    least_latency,
+    least_latency_by_template,
+    with_relaxed_twins,
+)
 from .fused_rows import pruned_before_orders
 from .held import held_amounts
 from .signature import tiling_context
@@ -103,6 +109,8 @@ def generate_pmappings(
     table = _pruned_table(search, [(r, t) for r, t in zip(done, tilers, strict=True) if r.rows])
     _compact(table)
     table.floors = floors
+    if with_floors and objective != "energy":
+        table.floors_latency = least_latency_by_template(done, tilers)
     table.complete_to = counts.complete_to
     if relaxed:
         _add_full_floors(table, relaxed, full_ceiling, objective)

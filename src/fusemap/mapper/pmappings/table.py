@@ -80,6 +80,9 @@ class PmappingTable:
     notes: list[str] = field(default_factory=list)  # what the search relaxed (min_usage)
     floors: dict[tuple, float] = field(default_factory=dict)
     """Per template (:func:`template_key`): a lower bound of its pmappings' energy."""
+    floors_latency: dict[tuple, float] = field(default_factory=dict)
+    """Searched with latency: per template of :attr:`floors`, a lower bound of its
+    pmappings' latency."""
     skipped: list[Template] = field(default_factory=list)
     """With floors: the templates ``only`` left out (in the order they were made)."""
     full_floors: dict[tuple, float] = field(default_factory=dict)

@@ -42,7 +42,7 @@ def generate_tables(
 ) -> dict[str, PmappingTable]:
     """Fused pmappings of every Einsum; Einsums equal up to tensor names share one.
     ``plan``: what may be fused how (None: every shared tensor, tiled or not, and every
-    Einsum may host). ``deferred`` (energy objective): tile no hosting template, record
+    Einsum may host). ``deferred`` (not for Pareto fronts): tile no hosting template, record
     them there (:mod:`fusemap.mapper.deferred_hosting`). ``floors``: with each table, its
     templates' least energies over the whole fused space up to its own least
     (:mod:`fusemap.mapper.full_space`). ``self_bound``: each table holds only its rows of
