@@ -92,6 +92,7 @@ class RowCut:
     rest_energy: float = 0.0
     rest_latency: float = 0.0
     front: tuple[tuple[float, float], ...] = ()  # pareto: (energy, latency) points found
+    own_latency: float = 0.0  # the Einsum's own least latency (over the whole space)
 
     def keeps(self, energy, latency):
         """Whether rows (or floors) of these energies and latencies may do better."""
@@ -112,16 +113,18 @@ class RowCut:
         return (k > 0) & (least[np.maximum(k - 1, 0)] <= lat)
 
     def energy_ceiling(self) -> float:
-        """Most energy such a row may have (the tile search's branch and bound): with EDP,
-        ``(E + rest_energy) * rest_latency`` is at most ``limit`` (latencies are
-        positive); for a front, the energy of a point whose latency is at most
-        ``rest_latency`` dominates any row above it."""
+        """Most energy such a row may have (the tile search's branch and bound): every
+        row's latency is at least ``own_latency``, so with EDP ``(E + rest_energy) *
+        (own_latency + rest_latency)`` is at most ``limit`` (latencies are positive);
+        for a front, the energy of a point whose latency is at most that sum dominates
+        any row above it."""
+        slowest = self.rest_latency + self.own_latency  # least latency of any completion
         if self.objective == "energy":
             return self.limit - self.rest_energy
-        if self.objective == "edp" and self.rest_latency > 0:
-            return self.limit / self.rest_latency - self.rest_energy
+        if self.objective == "edp" and slowest > 0:
+            return self.limit / slowest - self.rest_energy
         if self.objective == "pareto":
-            under = [e for e, lat in self.front if lat * (1 - GAIN) <= self.rest_latency]
+            under = [e for e, lat in self.front if lat * (1 - GAIN) <= slowest]
             return min(under) * (1 - GAIN) - self.rest_energy if under else math.inf
         return math.inf
 
@@ -202,9 +205,9 @@ def _objective_cuts(objective, config, tables, groups, best, check):
         n = groups[b][0]
         rest = (total_e - low_e[n], total_l - low_l[n])
         if isinstance(best, tuple):
-            cuts[b] = RowCut(objective, math.inf, *rest, front=best)
+            cuts[b] = RowCut(objective, math.inf, *rest, front=best, own_latency=low_l[n])
         else:
-            cuts[b] = RowCut(objective, best * (1 - GAIN), *rest)
+            cuts[b] = RowCut(objective, best * (1 - GAIN), *rest, own_latency=low_l[n])
         excluded[b] = {k for k, (e, lat) in floors[b].items() if not cuts[b].keeps(e, lat)}
         if len(excluded[b]) < len(floors[b]) or config.host_loops.get(b):
             wanted.append(b)

@@ -96,6 +96,9 @@ def test_a_row_cut_keeps_rows_no_point_of_the_front_dominates():
     assert cut.energy_ceiling() == math.inf  # no point as fast as the others' least alone
     slow = RowCut("pareto", math.inf, rest_energy=1.0, rest_latency=6.0, front=((10, 5), (6, 9)))
     assert slow.energy_ceiling() == pytest.approx(9.0)  # (10, 5) dominates above energy 10
+    # Rows of latency at least 4 (own 4, others 1): (10, 5) dominates them above energy 10.
+    own = RowCut("pareto", math.inf, 1.0, 1.0, front=((10, 5), (6, 9)), own_latency=4.0)
+    assert own.energy_ceiling() == pytest.approx(10 * (1 - 1e-9) - 1.0)
 
 
 def test_a_row_cut_completes_rows_with_the_others_least():
@@ -109,6 +112,10 @@ def test_a_row_cut_completes_rows_with_the_others_least():
     lat = RowCut("latency", 20.0, rest_energy=2.0, rest_latency=3.0)
     assert lat.keeps([100.0, 1.0], [17.0, 17.5]).tolist() == [True, False]
     assert lat.energy_ceiling() == math.inf
+    # Its own least latency 1: every completion takes at least 4, so E + 2 <= 20 / 4.
+    own = RowCut("edp", 20.0, rest_energy=2.0, rest_latency=3.0, own_latency=1.0)
+    assert own.energy_ceiling() == pytest.approx(20.0 / 4.0 - 2.0)
+    assert own.keeps([3.0, 3.5], [1.0, 1.0]).tolist() == [True, False]
     energy = RowCut("energy", 5.0)  # an allowance: the others already taken off
     assert energy.keeps([5.0, 5.5], [0.0, 0.0]).tolist() == [True, False]
     assert energy.energy_ceiling() == 5.0
