@@ -9,10 +9,12 @@ real wall time (the tables' time included). Checks written to the JSON: FFM's ED
 least of all; each baseline's answer, evaluated again by the model, gives the numbers it
 reported; the same seed gives the same run.
 
-Full: GPT-3 6.7B (one layer, batch 1, 2048 tokens) on tpu_v4i; --quick: a 4-matmul chain
-on the project's own arch.yaml, 3 seeds.
+Full: GPT-3 6.7B (one layer, batch 1, 256 tokens by default: FFM's EDP mapping of the
+paper's batch 64 and 4096 tokens does not finish in minutes here, see README.md) on
+tpu_v4i; --quick: a 4-matmul chain on the project's own arch.yaml, 3 seeds.
 
 usage: python experiments/ffm/convergence.py [--quick] [--seeds 10] [--budget 2000]
+       [--batch 1] [--tokens 256]
 """
 
 from __future__ import annotations
@@ -52,11 +54,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = arguments(__doc__, "convergence")
     parser.add_argument("--seeds", type=int, default=None, help="seeds per baseline")
     parser.add_argument("--budget", type=int, default=None, help="evaluations per run")
+    parser.add_argument("--batch", type=int, default=1, help="GPT-3 batch (full run)")
+    parser.add_argument("--tokens", type=int, default=256, help="GPT-3 tokens (full run)")
     args = parser.parse_args(argv)
     quick = args.quick
     seeds = args.seeds or (3 if quick else 10)
     budget = args.budget or (150 if quick else 2000)
-    problem = small_chain(4) if quick else gpt3(1, 2048)
+    problem = small_chain(4) if quick else gpt3(args.batch, args.tokens)
     if not problem.available():
         print(f"skipped: {problem.arch} or {problem.workload} is absent")
         return {}

@@ -5,7 +5,7 @@ The paper reports about 1.5 CPU-hours for it; the target here is under 10 minute
 cores. Records the wall time per phase, the peak resident memory (this process and its
 workers), the optimum (energy, latency, EDP), what is fused, and the mapper's counts.
 --quick: batch 1, 512 tokens, for energy (the EDP mapping of GPT-3 on tpu_v4i takes
-longer than a quick mode's budget, even at 128 tokens: see README.md).
+longer than a quick mode's budget, 3 minutes even at 64 tokens: see README.md).
 
 usage: python experiments/ffm/headline.py [--quick] [--batch 64] [--tokens 4096]
 """
