@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from functools import partial
 
 import numpy as np
 
@@ -48,9 +49,10 @@ from .deferred_hosting import base_key, merge_tables, renamed_table
 from .pmappings.generate import generate_pmappings
 from .pmappings.table import PmappingTable, empty_table
 from .space.config import MapperConfig
-from .space.prefix import LOOP, Prefix, marked
+from .space.prefix import LOOP, Prefix, PrefixInterner, marked
 from .space.templates import Template, fused_positions, template_key, templates, top_level
 from .tiling.fronts import FrontStore
+from .tiling.result import TemplateResult
 from .workers import in_worker, run_tasks
 
 GAIN = 1e-9
@@ -361,13 +363,23 @@ def _search_in_worker(
         objective = "energy" if cut.objective == "energy" else "all"
         table = generate_pmappings(
             spec, einsum, objective=objective, config=full, given=chosen,
-            ceiling=cut.energy_ceiling(),
+            ceiling=cut.energy_ceiling(), useful=partial(_new_and_kept, cut=cut),
         )  # fmt: skip
         assert table.fusion is not None
         split = np.array([splits_a_variable(p) for p in table.fusion.interner.prefixes])
         # Rows with one loop per variable are in the table already (or dominated there).
         keep = cut.keeps(table.energy, table.latency) & split[table.fusion.seq]
         return table.take(np.flatnonzero(keep)), len(chosen)
+
+
+def _new_and_kept(result: TemplateResult, interner: PrefixInterner, cut: RowCut) -> np.ndarray:
+    """Rows ``cut`` keeps whose prefix splits a variable (the others are in the table
+    already): before the loop orders of their gaps are added, which change neither."""
+    if result.seq is None:
+        return np.zeros(result.rows, dtype=bool)
+    ids, at = np.unique(result.seq, return_inverse=True)
+    split = np.array([splits_a_variable(interner.prefixes[i]) for i in ids.tolist()], dtype=bool)
+    return cut.keeps(result.energy, result.latency) & split[at.ravel()]
 
 
 def splits_a_variable(prefix: Prefix) -> bool:

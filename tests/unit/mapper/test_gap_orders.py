@@ -307,3 +307,34 @@ def test_rows_of_one_marked_prefix_have_the_same_gaps(tmp_path, monkeypatch):
                 several += 1
                 assert len(np.unique(rows, axis=0)) == 1
     assert several > 0
+
+
+@pytest.mark.parametrize("objective", ["energy", "all"])
+def test_rows_dropped_before_the_orders_leave_the_table_cut_the_same(tmp_path, objective):
+    """A ``useful`` filter on what orders do not change (energy, latency, the prefix's
+    loops) gives the table filtered after: the same rows, every order of them included."""
+    from fusemap.mapper.pmappings.generate import generate_pmappings
+    from fusemap.mapper.space.config import config_from_spec
+
+    spec = _seed23_spec(tmp_path)
+    config = replace(config_from_spec(spec), fusion=True)
+    whole = generate_pmappings(spec, "E0", objective=objective, config=config)
+    limit = float(np.median(whole.energy))
+
+    def rows(table, keep):
+        fusion = table.fusion
+        prefixes = [fusion.interner.prefixes[int(s)] for s in fusion.seq]
+        return sorted(
+            (float(table.energy[i]), prefixes[i], float(table.reservations["GB"][i]))
+            for i in np.flatnonzero(keep)
+        )
+
+    cut = generate_pmappings(
+        spec, "E0", objective=objective, config=config,
+        useful=lambda r, _interner: r.energy <= limit,
+    )  # fmt: skip
+    want = rows(whole, whole.energy <= limit)
+    assert 0 < len(want) < len(whole)  # the filter drops some, keeps some
+    assert rows(cut, np.ones(len(cut), dtype=bool)) == want
+    prefixes = {p for _, p, _ in want}
+    assert len({tuple(sorted(map(repr, p))) for p in prefixes}) < len(prefixes)  # reorders

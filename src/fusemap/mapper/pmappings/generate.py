@@ -39,6 +39,9 @@ from .held import held_amounts
 from .signature import tiling_context
 from .table import PmappingStats, PmappingTable
 
+RowFilter = Callable[[TemplateResult, PrefixInterner], np.ndarray]
+"""Which rows of a template's result may be of use (a boolean per row)."""
+
 SKIP_FITTING_VARIANTS = True
 """Energy objective: a template that fuses nothing is not searched again beside an amount
 held when the least-energy such pmapping fits beside it
@@ -62,6 +65,7 @@ def generate_pmappings(
     ceiling: float = np.inf,
     full_floors: bool = False,
     self_bound: float | None = None,
+    useful: RowFilter | None = None,
 ) -> PmappingTable:
     """Tile every template of ``einsum`` and keep the Pareto-optimal pmappings.
 
@@ -82,6 +86,9 @@ def generate_pmappings(
     times the Einsum's least energy (branch and bound on the least so far; some above
     may remain; templates that fuse nothing keep their own bound). The table's
     :attr:`PmappingTable.complete_to` says up to where it is complete.
+    ``useful(result, interner)``: which rows of a template's result may be of use,
+    decided on what no loop order changes (energy, latency, the loops of the prefix);
+    the others are dropped before the orders of their prefix gaps are added.
     """
     start = time.perf_counter()
     config = config or config_from_spec(spec)
@@ -106,7 +113,9 @@ def generate_pmappings(
     tilers = [t for t in tilers if not t.relaxed]
     floors = least_energy_by_template(done, tilers) if with_floors else {}
     full_ceiling = _full_ceiling(done, ceiling, objective)
-    table = _pruned_table(search, [(r, t) for r, t in zip(done, tilers, strict=True) if r.rows])
+    table = _pruned_table(
+        search, [(r, t) for r, t in zip(done, tilers, strict=True) if r.rows], useful
+    )
     _compact(table)
     table.floors = floors
     if with_floors and objective != "energy":
@@ -244,11 +253,14 @@ def _stepper(progress: Callable[[int, int], None] | None, total: int) -> Callabl
 
 
 def _pruned_table(
-    search: EinsumSearch, kept: list[tuple[TemplateResult, TemplateTiler]]
+    search: EinsumSearch,
+    kept: list[tuple[TemplateResult, TemplateTiler]],
+    useful: RowFilter | None = None,
 ) -> PmappingTable:
     """The templates' rows in one Pareto-pruned table; with fusion, with every loop
-    order of the prefix gaps first. Latencies left unknown (energy pruned alone) are
-    computed last, for the rows kept."""
+    order of the prefix gaps first (of the ``useful`` rows only: a row another
+    dominates is no more useful than it, so pruning after is the same). Latencies left
+    unknown (energy pruned alone) are computed last, for the rows kept."""
     einsum, objective, prune = search.info.name, search.objective, search.prune
     results = [r for r, _ in kept]
     if search.config.fusion:
@@ -258,6 +270,8 @@ def _pruned_table(
         if prune:
             results = pruned_before_orders(results, contexts, objective, alone)
         interner = search.interner
+        if useful is not None:
+            results = [_useful_rows(r, useful, interner) for r in results]
         results = [
             _unmarked(with_gap_orders(r, ctx, interner, counter), interner)
             for r, ctx in zip(results, contexts, strict=True)
@@ -272,6 +286,14 @@ def _pruned_table(
         rows = np.flatnonzero(table.template == k)  # energy pruned alone: latency last
         table.latency[rows] = kept[k][1].latency_of(results[k], table.row[rows])
     return table
+
+
+def _useful_rows(
+    result: TemplateResult, useful: RowFilter, interner: PrefixInterner
+) -> TemplateResult:
+    """``result`` with only the rows ``useful`` keeps."""
+    keep = np.asarray(useful(result, interner), dtype=bool)
+    return result if keep.all() else result.compact(np.flatnonzero(keep))
 
 
 def _compact(table: PmappingTable) -> None:
