@@ -86,8 +86,9 @@ VALUE = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("objective", ["energy", "latency", "edp"])
-@pytest.mark.parametrize("seed", slow_except(SEEDS, fast=[3]))
+@pytest.mark.parametrize("seed", SEEDS)
 def test_deferred_hosting_keeps_the_optimum(seed, objective, tmp_path, monkeypatch):
     spec = _spec(seed, tmp_path)
     deferred = map_workload(spec, objective)
