@@ -142,8 +142,7 @@ class DeferredHosting:
             bound = Bound.of(self.objective, cap, order, tables)
             for j, name in enumerate(order):
                 if name in self.groups[base]:
-                    rest_e = bound.least_energy.sum() - bound.least_energy[j]
-                    rest_l = bound.least_latency.sum() - bound.least_latency[j]
+                    rest_e, rest_l = bound.rest_around(j)
                     value = bound.objective_of(energy + rest_e, latency + rest_l)
                     out |= value <= cap * (1 + 1e-9)
         return out.tolist()

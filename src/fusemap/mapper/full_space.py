@@ -365,11 +365,8 @@ def _search_in_worker(
             spec, einsum, objective=objective, config=full, given=chosen,
             ceiling=cut.energy_ceiling(), useful=partial(_new_and_kept, cut=cut),
         )  # fmt: skip
-        assert table.fusion is not None
-        split = np.array([splits_a_variable(p) for p in table.fusion.interner.prefixes])
-        # Rows with one loop per variable are in the table already (or dominated there).
-        keep = cut.keeps(table.energy, table.latency) & split[table.fusion.seq]
-        return table.take(np.flatnonzero(keep)), len(chosen)
+        # Only rows ``cut`` keeps that split a variable are left (``_new_and_kept``).
+        return table, len(chosen)
 
 
 def _new_and_kept(result: TemplateResult, interner: PrefixInterner, cut: RowCut) -> np.ndarray:

@@ -73,9 +73,15 @@ class Bound:
         if self.completion is not None:
             around = self.completion.around[j]
             return table.energy + around[:, 0], table.latency + around[:, 1]
-        energy = table.energy + (self.least_energy.sum() - self.least_energy[j])
-        latency = table.latency + (self.least_latency.sum() - self.least_latency[j])
-        return energy, latency
+        rest_energy, rest_latency = self.rest_around(j)
+        return table.energy + rest_energy, table.latency + rest_latency
+
+    def rest_around(self, j: int) -> tuple[float, float]:
+        """The least energy and latency of every Einsum of the order but the ``j``-th."""
+        return (
+            float(self.least_energy.sum() - self.least_energy[j]),
+            float(self.least_latency.sum() - self.least_latency[j]),
+        )
 
     def _within(self, value) -> np.ndarray:
         return value <= self.best * (1 + 1e-9)
@@ -96,8 +102,7 @@ class Bound:
     def energy_allowance(self, j: int) -> float:
         """Energy objective: the most a pmapping of the ``j``-th Einsum may cost in a
         mapping within ``best`` (the others at their least alone)."""
-        rest = float(self.least_energy.sum() - self.least_energy[j])
-        return self.best * (1 + 1e-9) - rest
+        return self.best * (1 + 1e-9) - self.rest_around(j)[0]
 
     def allowed(self, table: PmappingTable, j: int) -> np.ndarray:
         """The rows of the ``j``-th Einsum's table that may be part of a mapping within
