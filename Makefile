@@ -12,7 +12,7 @@ PYTHON312 ?= $(shell for p in $${PYENV_ROOT:-$$HOME/.pyenv}/versions/3.12*/bin/p
 VENV312 := .venv312
 STAMP312 := $(VENV312)/.installed-components
 
-.PHONY: demo test test-slow test-all test-oracle typecheck lint format clean browser components test-components
+.PHONY: demo test test-slow test-slow-share test-all test-oracle typecheck lint format clean browser components test-components
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -42,6 +42,12 @@ test: $(DEVSTAMP)
 # oracle (about 45-55 minutes on 2 cores). CI runs it after `make test`.
 test-slow: $(DEVSTAMP)
 	$(BIN)/python -m pytest -n 2 -m "slow or oracle"
+
+# One share of the rest (SHARE=K/N: the tests whose id hashes to K modulo N; the N shares
+# together are the whole of it). CI runs the eighth its commit picks (about 6 minutes).
+SHARE ?= 0/8
+test-slow-share: $(DEVSTAMP)
+	$(BIN)/python -m pytest -n 2 -m "slow or oracle" --share $(SHARE)
 
 # Everything: the fast set, then the rest.
 test-all: test test-slow

@@ -6,6 +6,7 @@ a tiny chain. Paths (the repository, the shared data folder) are in
 from __future__ import annotations
 
 import os
+import zlib
 import time
 from pathlib import Path
 
@@ -104,3 +105,30 @@ def renamed_chain_join(request, tiny_arch_file):
     finally:
         patch.undo()
     return calls[-1]
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--share",
+        default=None,
+        metavar="K/N",
+        help="run only the tests whose name hashes to K modulo N (CI runs one share of "
+        "the slow set; the N shares together are the whole set)",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """With ``--share K/N``, keep the tests of share K: a stable hash of each test's id
+    (crc32, the same on every machine and run), so the shares partition the set."""
+    share = config.getoption("--share")
+    if share is None:
+        return
+    try:
+        k, n = (int(x) for x in share.split("/"))
+        if not 0 <= k < n:
+            raise ValueError
+    except ValueError:
+        raise pytest.UsageError(f"--share {share}: use K/N with 0 <= K < N") from None
+    kept = [i for i in items if zlib.crc32(i.nodeid.encode()) % n == k]
+    config.hook.pytest_deselected(items=[i for i in items if i not in kept])
+    items[:] = kept
