@@ -6,7 +6,6 @@ a tiny chain. Paths (the repository, the shared data folder) are in
 from __future__ import annotations
 
 import os
-import zlib
 import time
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from fusemap.mapper import caps, ffm
 from fusemap.mapper.join.ffm_join import join
 from fusemap.spec import limits
 from fusemap.spec.spec import load_spec
+from tests.support.shares import in_share, parse_share
 from tests.support.sweep_helpers import ARCH as TINY_ARCH
 
 
@@ -112,23 +112,20 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--share",
         default=None,
         metavar="K/N",
-        help="run only the tests whose name hashes to K modulo N (CI runs one share of "
-        "the slow set; the N shares together are the whole set)",
+        help="run only the tests whose id hashes to K modulo N (CI runs one share of the "
+        "slow set; the N shares together are the whole set)",
     )
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """With ``--share K/N``, keep the tests of share K: a stable hash of each test's id
-    (crc32, the same on every machine and run), so the shares partition the set."""
+    """With ``--share K/N``, keep the tests of share K (``tests/support/shares.py``)."""
     share = config.getoption("--share")
     if share is None:
         return
     try:
-        k, n = (int(x) for x in share.split("/"))
-        if not 0 <= k < n:
-            raise ValueError
-    except ValueError:
-        raise pytest.UsageError(f"--share {share}: use K/N with 0 <= K < N") from None
-    kept = [i for i in items if zlib.crc32(i.nodeid.encode()) % n == k]
-    config.hook.pytest_deselected(items=[i for i in items if i not in kept])
+        k, n = parse_share(share)
+    except ValueError as err:
+        raise pytest.UsageError(f"--share {share}: {err}") from None
+    kept = [i for i in items if in_share(i.nodeid, k, n)]
+    config.hook.pytest_deselected(items=[i for i in items if not in_share(i.nodeid, k, n)])
     items[:] = kept

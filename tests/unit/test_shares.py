@@ -1,0 +1,38 @@
+"""The shares CI runs of the slow set partition it: every test in exactly one."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tests.support.shares import in_share, parse_share
+
+
+@given(st.lists(st.text(min_size=1), max_size=40), st.integers(1, 12))
+def test_every_test_is_in_exactly_one_share(ids, n):
+    for test_id in ids:
+        assert sum(in_share(test_id, k, n) for k in range(n)) == 1
+
+
+def test_a_share_is_the_same_on_every_run():
+    # crc32 of the id, by hand: zlib.crc32(b"tests/x.py::test_a") == 4066441694.
+    assert 4066441694 % 8 == 6
+    assert in_share("tests/x.py::test_a", 6, 8)
+    assert not in_share("tests/x.py::test_a", 0, 8)
+
+
+def test_shares_spread_a_parametrized_test():
+    ids = [f"tests/x.py::test_a[{seed}]" for seed in range(48)]
+    sizes = [sum(in_share(i, k, 8) for i in ids) for k in range(8)]
+    assert sum(sizes) == 48 and max(sizes) <= 12 and min(sizes) >= 2
+
+
+@pytest.mark.parametrize("text", ["8/8", "-1/8", "1", "a/b", "1/0", "1/2/3"])
+def test_a_bad_share_is_refused(text):
+    with pytest.raises(ValueError):
+        parse_share(text)
+
+
+def test_a_share_is_parsed():
+    assert parse_share("3/8") == (3, 8)
