@@ -126,6 +126,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         k, n = parse_share(share)
     except ValueError as err:
         raise pytest.UsageError(f"--share {share}: {err}") from None
-    kept = [i for i in items if in_share(i.nodeid, k, n)]
-    config.hook.pytest_deselected(items=[i for i in items if not in_share(i.nodeid, k, n)])
+    kept: list[pytest.Item] = []
+    dropped: list[pytest.Item] = []
+    for item in items:
+        (kept if in_share(item.nodeid, k, n) else dropped).append(item)
+    config.hook.pytest_deselected(items=dropped)
     items[:] = kept
