@@ -6,9 +6,9 @@ draw from the same pmapping tables as FFM, with the same join rules
 from FFM's optimum (best / optimum - 1) against time as a multiple of FFM's run time,
 timed two ways: the paper's (evaluations x the measured cost of one evaluation) and the
 real wall time (the tables' time included). The runs are spread over ``--jobs``
-processes (each seeded: the same answers whatever the number). Checks written to the JSON: FFM's EDP is the
-least of all; each baseline's answer, evaluated again by the model, gives the numbers it
-reported; the same seed gives the same run.
+processes (each seeded: the same answers whatever the number). Checks written to the
+JSON: FFM's EDP is the least of all; each baseline's answer, evaluated again by the
+model, gives the numbers it reported; the same seed gives the same run.
 
 Full: GPT-3 6.7B (one layer, batch 1, 256 tokens by default: FFM's EDP mapping of the
 paper's batch 64 and 4096 tokens does not finish in minutes here, see README.md) on
