@@ -60,6 +60,7 @@ def test_headline_quick(tmp_path):
 def test_transfusion_quick(tmp_path):
     data = _ran(transfusion.main(["--quick", "--out", str(tmp_path)]), tmp_path, "transfusion")
     for p in data["points"]:
+        assert p["checked"] and p["ffm"]["space"] == p["transfusion"]["space"] == "whole"
         # TransFusion is FFM's space constrained: never better than FFM's optimum.
         assert p["edp_ratio"] >= 1 - 1e-9
         assert p["edp_ratio"] == pytest.approx(p["energy_ratio"] * p["latency_ratio"])

@@ -65,6 +65,9 @@ class MapStatistics:
     seconds: dict[str, float] = field(default_factory=dict)  # per phase
     peak_mb: float = 0.0  # peak resident memory of a process generating pmappings
     full_space: FullSpaceCheck | None = None  # several fused loops per variable, bounded
+    unchecked: bool = False
+    """The check of several fused loops per rank variable was skipped (``map_workload(...,
+    check_full_space=False)``): the answer is optimal over the default space only."""
     self_bounded: bool | None = None
     """Whether the first tables, of rows near each Einsum's least (:data:`SELF_BOUND`),
     held the answer (False: complete tables were made after them; None: not tried)."""

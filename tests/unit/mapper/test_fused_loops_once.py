@@ -22,13 +22,13 @@ ONCE_ONLY = 6.7100672e-06  # the best mapping with one fused loop per rank varia
 OPTIMUM = 6.238208e-06  # measured 2026-11-24; the mapping found is scored by the model
 
 
-def _map(tmp_path, once: bool, objective: str = "energy", chain=CHAIN):
+def _map(tmp_path, once: bool, objective: str = "energy", chain=CHAIN, checked=True):
     knob = tmp_path / "mapper.yaml"
     knob.write_text(f"mapper:\n  fused_loops_once: {str(once).lower()}\n")
     spec = load_spec(
         example_path("arch.yaml"), example_path("matmul_chain.yaml"), knob, variables=chain
     )
-    return map_workload(spec, objective)
+    return map_workload(spec, objective, check_full_space=checked)
 
 
 @pytest.mark.slow
@@ -41,6 +41,18 @@ def test_several_fused_loops_per_rank_variable_are_found_by_default(tmp_path):
     assert [v for v, _ in t2.loops].count("m") == 2
     check = default.statistics.full_space
     assert check is not None and check.templates_searched > 0 and check.rows_added > 0
+
+
+@pytest.mark.slow
+def test_without_the_check_the_answer_is_the_best_with_one_loop_per_variable(tmp_path):
+    """``check_full_space=False`` (for experiments whose check does not finish) gives
+    the optimum of the default space, says so, and checks nothing."""
+    unchecked = _map(tmp_path, True, checked=False)
+    assert unchecked.best.result.energy == pytest.approx(ONCE_ONLY, rel=1e-9)
+    assert unchecked.statistics.unchecked and unchecked.statistics.full_space is None
+    t2 = next(f for f in unchecked.best.fused if f.tensor == "T2")
+    assert [v for v, _ in t2.loops].count("m") <= 1
+    assert not _map(tmp_path, True).statistics.unchecked
 
 
 EDP_ONCE_ONLY = 3.229421142e-09  # measured 2026-11-24 (one loop per variable)
