@@ -65,6 +65,9 @@ class MapStatistics:
     seconds: dict[str, float] = field(default_factory=dict)  # per phase
     peak_mb: float = 0.0  # peak resident memory of a process generating pmappings
     full_space: FullSpaceCheck | None = None  # several fused loops per variable, bounded
+    edp_by_energy: bool = False
+    """EDP: the energy optimum, proved an EDP optimum by the latency floors
+    (:mod:`fusemap.mapper.edp_by_energy`); no EDP tables were made."""
     unchecked: bool = False
     """The check of several fused loops per rank variable was skipped (``map_workload(...,
     check_full_space=False)``): the answer is optimal over the default space only."""
