@@ -2,16 +2,15 @@
 
 Every mapping of the workload costs at least the least energy ``E*`` (the energy
 optimum, exact over the whole space), and takes at least the sum over Einsums of a
-latency floor (:func:`latency_floors`): an Einsum's latency is the maximum over its
-components, its compute unit among them, and the compute unit is busy at least for the
-Einsum's operations spread over all of its instances (the busiest instance does at least
-the average); and every Einsum takes at least the least latency of its own pmappings
-over the whole fused space (its table and the floors of its templates with several
-fused loops per rank variable: :func:`least_latency`). The mapper's mappings add their
-Einsums' latencies. So every mapping's
-EDP is at least ``E* * sum(floors)``, and if the energy optimum takes no more than that
-sum, it is an EDP optimum: no EDP tables are needed (:func:`proves_edp`). Otherwise the
-EDP search runs as before.
+latency floor: an Einsum's latency is the maximum over its components, its compute unit
+among them, and the compute unit is busy at least for the Einsum's operations spread
+over all of its instances (:func:`compute_floor`; the busiest instance does at least the
+average); and every Einsum takes at least the least latency of its own pmappings over
+the whole fused space (:func:`least_latency`: its table and the floors of its templates
+with several fused loops per rank variable). The mapper's mappings add their Einsums'
+latencies. So every mapping's EDP is at least ``E* * sum(floors)``, and if the energy
+optimum takes no more than that sum, it is an EDP optimum: no EDP tables are needed
+(:func:`proves_edp`). Otherwise the EDP search runs as before.
 
 The compute floors cost nothing; the least latency of an Einsum over its whole space
 needs its table made with the latency columns, so it is asked only for the Einsums the
@@ -26,7 +25,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from ..model.costs import _fanouts, component_latency
+from ..model.costs import component_latency, fanout_copies
 from ..model.operators import operator_actions
 from ..spec.arch_eval import ArchEvaluator
 from ..spec.resolve import EinsumInfo, WorkloadInfo
@@ -52,7 +51,7 @@ def compute_floor(info: EinsumInfo, arch: ArchEvaluator, scale: float) -> float:
         comp = flat.path[level]
         if comp.node.total_latency is not None:
             return 0.0
-        each = points / _fanouts(flat, level)
+        each = points / fanout_copies(flat, level)
         calls = dict.fromkeys(comp.actions, 0.0)
         for action, n in operator_actions(info, comp).items():
             calls[action] += each * n

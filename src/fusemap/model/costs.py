@@ -219,7 +219,7 @@ def _ratio(n: float, throughput: float) -> float:
     return n / throughput
 
 
-def _fanouts(arch: FlatArch, level: int) -> float:
+def fanout_copies(arch: FlatArch, level: int) -> float:
     """Copies of the component at ``level`` made by its ancestors' fanouts.
 
     A component's own ``spatial`` fanout is not counted: its ``area`` and ``leak_power``
@@ -230,12 +230,12 @@ def _fanouts(arch: FlatArch, level: int) -> float:
 
 def total_leak_power(arch: FlatArch, level: int) -> float:
     """Leak power of all instances of the component at ``level``."""
-    return arch.path[level].leak_power * _fanouts(arch, level)
+    return arch.path[level].leak_power * fanout_copies(arch, level)
 
 
 def total_area(arch: FlatArch, level: int) -> float:
     """Area of all instances of the component at ``level``."""
-    return arch.path[level].area * _fanouts(arch, level)
+    return arch.path[level].area * fanout_copies(arch, level)
 
 
 def gated_fraction(arch: FlatArch, level: int, used: dict[tuple[str, str], int]) -> float:
