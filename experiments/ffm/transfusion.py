@@ -35,6 +35,7 @@ from fusemap.spec.resolve import WorkloadInfo, resolve_workload  # noqa: E402
 
 OFF_CHIP = "MainMemory"
 CLASSES = ("weights", "K and V", "other intermediates", "layer input and output")
+SPACE = {True: "whole", False: "one fused loop per rank variable"}  # by ``checked``
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -59,8 +60,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         for key in ("edp", "energy", "latency"):
             point[f"{key}_ratio"] = point["transfusion"][key] / point["ffm"][key]
         points.append(point)
-        print(f"{tokens} tokens ({'whole space' if checked else 'one fused loop per variable'}):"
-              f" TransFusion / FFM: EDP {point['edp_ratio']:.3f}, energy "
+        print(f"{tokens} tokens (space: {SPACE[checked]}): TransFusion / FFM: EDP "
+              f"{point['edp_ratio']:.3f}, energy "
               f"{point['energy_ratio']:.3f}, latency {point['latency_ratio']:.3f}",
               flush=True)  # fmt: skip
     data = {"quick": quick, "arch": str(EDGE.relative_to(EDGE.parents[2])), "points": points,
@@ -89,7 +90,7 @@ def _mapped(problem: Any, checked: bool = True) -> dict[str, Any]:
     return {
         "energy": res.energy, "latency": res.latency, "edp": res.energy * res.latency,
         "seconds": seconds, "peak_mb": peak_mb(), "fused": sorted(fused),
-        "space": "whole" if checked else "one fused loop per rank variable",
+        "space": SPACE[checked],
         "off_chip_energy": by_class,
         "einsums": {e.name: {"fused": _output_fused(wl, e.outputs, fused),
                              "intensity": _intensity(wl, e.name)} for e in wl.einsums},
@@ -170,7 +171,8 @@ def _table(data: dict[str, Any]) -> str:
     rows = []
     for p in data["points"]:
         not_fused = [n for n, e in p["ffm"]["einsums"].items() if e["fused"] is False]
-        rows.append([p["tokens"], "whole" if p["checked"] else "one loop", p["edp_ratio"], p["energy_ratio"], p["latency_ratio"],
+        rows.append([p["tokens"], SPACE[p["checked"]], p["edp_ratio"], p["energy_ratio"],
+                     p["latency_ratio"],
                      p["ffm"]["seconds"], p["transfusion"]["seconds"],
                      ", ".join(not_fused) or "-"])  # fmt: skip
     return markdown_table(["tokens", "space", "EDP TF/FFM", "energy TF/FFM", "latency TF/FFM",
