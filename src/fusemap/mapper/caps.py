@@ -45,6 +45,26 @@ def self_bounded_cap(order_list, tables: dict[str, PmappingTable]) -> float | No
     return cap if cap >= low else None
 
 
+MARGIN_PAD = 1e-6
+"""Relative room :func:`margins_to` adds, over float rounding of the bounds."""
+
+
+def margins_to(upper: float, order_list, leasts: dict[str, float]) -> dict[str, float] | None:
+    """Per Einsum, a self bound (relative to its least energy) under which its table
+    holds every row a mapping of energy at most ``upper`` may use: in such a mapping
+    Einsum ``e``'s row costs at most ``upper`` less the other Einsums' leasts in its
+    order. Then :func:`self_bounded_cap` is at least ``upper``. None if some least is
+    not positive (no relative bound) or some Einsum is in no order."""
+    need: dict[str, float] = {}
+    for order in order_list:
+        total = sum(leasts[n] for n in order)
+        for n in order:
+            need[n] = max(need.get(n, -math.inf), upper - (total - leasts[n]))
+    if set(need) != set(leasts) or any(leasts[n] <= 0 for n in leasts):
+        return None
+    return {n: max(0.0, need[n] * (1 + MARGIN_PAD) / leasts[n] - 1) for n in sorted(need)}
+
+
 def deepening(
     objective, order_list, tables, deferred, stats, join_args, progress, slacks
 ) -> list[Joined]:

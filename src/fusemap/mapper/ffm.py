@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from ..analysis.passes import pass_bounds
 from ..model.evaluate import evaluate_mapping
@@ -20,6 +20,7 @@ from .caps import (
     capped_joins,
     deepening,
     dirty_bound,
+    margins_to,
     objective_value,
     self_bounded_cap,
 )
@@ -43,6 +44,9 @@ EDP_BY_ENERGY = True
 """EDP: map for energy first, and answer with the energy optimum where a latency floor
 proves it an EDP optimum (:mod:`fusemap.mapper.edp_by_energy`)."""
 Progress = Callable[[str, int, int], None]
+SelfBound = float | dict[str, float] | None
+"""How far the tables are made: near each Einsum's least (relative), per Einsum
+(relative to its least), or complete (None)."""
 
 
 def map_workload(
@@ -102,15 +106,7 @@ def map_workload(
     # Energy: first tables holding only the rows near each Einsum's least, enough when
     # the optimum is there (GPT-3); if the join or the check needs more, full tables.
     first = objective == "energy" and epsilon <= 0 and bool(DEEPENING) and SELF_BOUND is not None
-    for self_bound in (SELF_BOUND, None) if first else (None,):
-        found = search.run(self_bound, epsilon, one_loop, since)
-        if found is not None:
-            tables, joins = found
-            break
-        stats.self_bounded = False
-        since = time.perf_counter()
-    else:  # pragma: no cover - the last search has complete tables
-        raise AssertionError("complete tables always give an answer")
+    tables, joins = search.answer(SELF_BOUND if first else None, epsilon, one_loop, since)
     t = time.perf_counter()
     picked = best_rows(joins, objective)
     if not picked:
@@ -170,13 +166,33 @@ class _Search:
     progress: Progress | None
     stats: MapStatistics
     join_args: tuple  # (workload, arch, objective, memory sizes, fusion rules)
+    upper: float = math.inf
+    """Energy of a valid mapping found with tables too short for the answer."""
+    leasts: dict[str, float] = field(default_factory=dict)  # of those tables, per Einsum
+
+    def answer(
+        self, self_bound: SelfBound, epsilon: float, one_loop: bool, since: float
+    ) -> tuple[dict[str, PmappingTable], list[Joined]]:
+        """The tables and joins that hold the answer: first made to ``self_bound``,
+        then (if short) as :meth:`widened` says, last complete."""
+        while True:
+            found = self.run(self_bound, epsilon, one_loop, since)
+            if found is not None:
+                return found
+            if self_bound is None:  # pragma: no cover - complete tables always answer
+                raise AssertionError("complete tables always give an answer")
+            self.stats.self_bounded = False
+            since = time.perf_counter()
+            self_bound = self.widened(self_bound)
+            self.stats.self_bounds.append(None if self_bound is None else "to the upper bound")
 
     def run(
-        self, self_bound: float | None, epsilon: float, one_loop: bool, since: float
+        self, self_bound: SelfBound, epsilon: float, one_loop: bool, since: float
     ) -> tuple[dict[str, PmappingTable], list[Joined]] | None:
         """The tables and the joins that hold the answer; None if tables made with
-        ``self_bound`` prove too short for it (see :data:`SELF_BOUND`). ``one_loop``:
-        check the fused space with several loops per rank variable after the joins."""
+        ``self_bound`` prove too short for it (see :data:`SELF_BOUND`; then
+        :meth:`widened` says what to try next). ``one_loop``: check the fused space with
+        several loops per rank variable after the joins."""
         wl, arch, objective, _, _ = self.join_args
         stats = self.stats
         deferred = None
@@ -205,13 +221,33 @@ class _Search:
         # The join's own time (also of a round given up).
         _add_seconds(stats, "join", time.perf_counter() - t - (_aside(stats) - aside))
         if joins is None:
+            self.leasts = {n: float(tab.energy.min()) for n, tab in tables.items()}
+            if cut and isinstance(self_bound, float) and not math.isfinite(self.upper):
+                self.upper = self._upper_bound(tables, deferred)
             return None
         if deferred is not None or stats.full_space:  # the tables hold more rows now
             stats.pmappings = {n: len(tab) for n, tab in tables.items()}
             stats.templates = {n: tab.stats.templates for n, tab in tables.items()}
-        if cut:
+        if cut and stats.self_bounded is None:  # the first tables held it
             stats.self_bounded = True
         return tables, joins
+
+    def widened(self, self_bound: SelfBound) -> SelfBound:
+        """What to try after tables made with ``self_bound`` proved short: from the
+        first, near each Einsum's least, tables holding every row a mapping of energy
+        up to :attr:`upper` may use (:func:`~fusemap.mapper.caps.margins_to`), if a
+        mapping was found; else (or after those) complete tables."""
+        if not isinstance(self_bound, float) or not math.isfinite(self.upper):
+            return None
+        return margins_to(self.upper, self.order_list, self.leasts)
+
+    def _upper_bound(self, tables, deferred) -> float:
+        """Energy of the best mapping the deepening joins find in short tables: a valid
+        mapping, so the optimum is at most that (inf if they find none)."""
+        t = time.perf_counter()
+        found = best_rows(self._deepening(tables, deferred), "energy")
+        _add_seconds(self.stats, "upper bound", time.perf_counter() - t)
+        return objective_value(found[0][0], found[0][1], "energy") if found else math.inf
 
     def _dirty_bound(self, tables, epsilon: float) -> float:
         return dirty_bound(
@@ -263,6 +299,8 @@ class _Search:
         )  # fmt: skip
         _add_seconds(self.stats, "full space", time.perf_counter() - t_check)
         if check.incomplete:
+            if isinstance(best, float):  # a valid mapping: the optimum is at most it
+                self.upper = min(self.upper, best)
             return None
         if check.rows_added and objective == "pareto":
             return self._deepening(tables, deferred)

@@ -73,7 +73,10 @@ class MapStatistics:
     check_full_space=False)``): the answer is optimal over the default space only."""
     self_bounded: bool | None = None
     """Whether the first tables, of rows near each Einsum's least (:data:`SELF_BOUND`),
-    held the answer (False: complete tables were made after them; None: not tried)."""
+    held the answer (False: more tables were made after them; None: not tried)."""
+    self_bounds: list[str | None] = field(default_factory=list)
+    """The tables made after the first proved short, in turn: "to the upper bound"
+    (every row a mapping as good as one found may use), None (complete)."""
 
     def as_dict(self) -> dict:
         """Plain data, for JSON."""

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from fusemap.examples import example_path
-from fusemap.mapper import ffm
+from fusemap.mapper import caps, ffm
 from fusemap.mapper.join.dependencies import FusionRules
 from fusemap.mapper.outcome import MapStatistics
 from fusemap.mapper.pmappings import tables
@@ -107,6 +107,8 @@ def test_the_answer_does_not_depend_on_the_self_bound(make, enough, tmp_path, mo
     first = ffm.map_workload(spec, "energy")
     if enough is not None:
         assert first.statistics.self_bounded is enough
+    if enough is False:  # the tables up to the mapping the first ones gave held it
+        assert first.statistics.self_bounds == ["to the upper bound"]
     monkeypatch.setattr(ffm, "SELF_BOUND", None)
     complete = ffm.map_workload(spec, "energy")
     assert complete.statistics.self_bounded is None
@@ -225,3 +227,32 @@ def test_a_front_kept_cut_is_built_again_for_a_table_that_needs_more(seed, tmp_p
     assert got.shape == want.shape
     np.testing.assert_allclose(got, want, rtol=1e-12)
     assert store.hits > hits, "no front was taken from the store: the test tests nothing"
+
+
+def test_margins_to_an_upper_bound_by_hand():
+    """Leasts A 2, B 5, C 1; one order A B C, upper 10: A's row may cost up to
+    10 - 5 - 1 = 4 (self bound 4 / 2 - 1 = 1), B's 10 - 3 = 7 (0.4), C's 10 - 7 = 3 (2);
+    with the pad. With a second order A B (C elsewhere), A may cost 10 - 5 = 5 there."""
+    pad = 1 + caps.MARGIN_PAD
+    got = caps.margins_to(10.0, [["A", "B", "C"]], {"A": 2.0, "B": 5.0, "C": 1.0})
+    assert got == pytest.approx({"A": 4 * pad / 2 - 1, "B": 7 * pad / 5 - 1, "C": 3 * pad - 1})
+    two = caps.margins_to(10.0, [["A", "B", "C"], ["A", "B"]], {"A": 2.0, "B": 5.0, "C": 1.0})
+    assert two is not None and two["A"] == pytest.approx(5 * pad / 2 - 1)
+    assert caps.margins_to(10.0, [["A", "B"]], {"A": 2.0, "B": 0.0}) is None  # no relative bound
+    assert caps.margins_to(10.0, [["A"]], {"A": 2.0, "B": 1.0}) is None  # B in no order
+
+
+def test_the_cap_of_tables_made_to_an_upper_bound_reaches_it():
+    """Tables complete to least x (1 + margins_to(U)) give a self-bounded cap of at least U:
+    the join capped there keeps the mapping of energy U found before."""
+    leasts = {"A": 2.0, "B": 5.0, "C": 1.0}
+    bounds = caps.margins_to(10.0, [["A", "B", "C"]], leasts)
+    assert bounds is not None
+    fake = {
+        n: SimpleNamespace(
+            energy=np.array([least]), latency=np.array([1.0]), complete_to=least * (1 + bounds[n])
+        )
+        for n, least in leasts.items()
+    }
+    cap = caps.self_bounded_cap([["A", "B", "C"]], fake)
+    assert cap is not None and cap * (1 + 1e-9) >= 10.0

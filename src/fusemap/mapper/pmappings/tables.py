@@ -3,7 +3,7 @@ Einsums equal up to tensor names share one table."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -38,7 +38,7 @@ def generate_tables(
     plan: FusionPlan | None = None,
     deferred: DeferredHosting | None = None,
     floors: bool = False,
-    self_bound: float | None = None,
+    self_bound: float | Mapping[str, float] | None = None,
 ) -> dict[str, PmappingTable]:
     """Fused pmappings of every Einsum; Einsums equal up to tensor names share one.
     ``plan``: what may be fused how (None: every shared tensor, tiled or not, and every
@@ -47,7 +47,8 @@ def generate_tables(
     templates' least energies over the whole fused space up to its own least
     (:mod:`fusemap.mapper.full_space`). ``self_bound``: each table holds only its rows of
     at most ``1 + self_bound`` times its least energy (and some more;
-    :attr:`PmappingTable.complete_to`)."""
+    :attr:`PmappingTable.complete_to`); per table (by its first Einsum's name), if a
+    mapping."""
     plan = plan or FusionPlan(
         frozenset(wl.shared), {}, frozenset(e.name for e in wl.einsums), {}, {}
     )
@@ -69,14 +70,16 @@ def generate_tables(
     # Largest first (a cheap estimate), so workers end together.
     jobs_in_order = sorted(kinds.values(), key=lambda names: _work(wl, names), reverse=True)
 
+    bound = [_kind_bound(self_bound, [m for n in k for m in groups[n]]) for k in jobs_in_order]
+
     def remote(i: int) -> tuple:
         args = (spec, jobs_in_order[i], gen_objective, config, limits.current(), defer)
-        return _generate_kind, (*args, None, None, floors, self_bound)
+        return _generate_kind, (*args, None, None, floors, bound[i])
 
     def local(i: int) -> list[PmappingTable]:
         return _generate_kind(
             spec, jobs_in_order[i], gen_objective, config, None, defer, wl, arch, floors,
-            self_bound,
+            bound[i],
         )  # fmt: skip
 
     def done(i: int, kind: list[PmappingTable]) -> None:
@@ -104,6 +107,14 @@ def generate_tables(
     stats.pmapping_seconds = {n: t.stats.seconds for n, t in made.items()}
     stats.peak_mb = max((t.stats.peak_mb for t in made.values()), default=0.0)
     return {e.name: tables[e.name] for e in wl.einsums}
+
+
+def _kind_bound(self_bound: float | Mapping[str, float] | None, names: list[str]) -> float | None:
+    """The self bound of Einsums generated together: the loosest of theirs (a looser
+    bound keeps more rows, and each table says how far it is complete)."""
+    if self_bound is None or isinstance(self_bound, float):
+        return self_bound
+    return max(self_bound[n] for n in names)
 
 
 def tables_config(spec: Spec, plan: FusionPlan) -> MapperConfig:
