@@ -104,7 +104,8 @@ def map_workload(
     join_args = (wl, arch, objective, memories, rules)
     search = _Search(spec, order_list, plan, jobs, progress, stats, join_args)
     # Energy: first tables holding only the rows near each Einsum's least, enough when
-    # the optimum is there (GPT-3); if the join or the check needs more, full tables.
+    # the optimum is there (GPT-3); if the join or the check needs more, tables up to a
+    # mapping found (_Search.widened), then complete ones.
     first = objective == "energy" and epsilon <= 0 and bool(DEEPENING) and SELF_BOUND is not None
     tables, joins = search.answer(SELF_BOUND if first else None, epsilon, one_loop, since)
     t = time.perf_counter()
