@@ -32,7 +32,7 @@ from .join.dependencies import FusionRules
 from .join.ffm_join import Joined
 from .outcome import FusedTensor, MapOutcome, MappedWorkload, MapStatistics
 from .pmappings.table import PmappingTable
-from .pmappings.tables import generate_tables, table_groups, tables_config
+from .pmappings.tables import SelfBound, generate_tables, table_groups, tables_config
 from .space.config import config_from_spec
 from .space.feasibility import check_einsum
 from .space.plan import FusionPlan, fusion_plan
@@ -44,9 +44,6 @@ EDP_BY_ENERGY = True
 """EDP: map for energy first, and answer with the energy optimum where a latency floor
 proves it an EDP optimum (:mod:`fusemap.mapper.edp_by_energy`)."""
 Progress = Callable[[str, int, int], None]
-SelfBound = float | dict[str, float] | None
-"""How far the tables are made: near each Einsum's least (relative), per Einsum
-(relative to its least), or complete (None)."""
 
 
 def map_workload(

@@ -25,6 +25,9 @@ if TYPE_CHECKING:
     from ..outcome import MapStatistics
 
 Progress = Callable[[str, int, int], None]
+SelfBound = float | Mapping[str, float] | None
+"""How far the tables are made: near each Einsum's least (relative), per Einsum
+(relative to its least), or complete (None)."""
 
 
 def generate_tables(
@@ -38,7 +41,7 @@ def generate_tables(
     plan: FusionPlan | None = None,
     deferred: DeferredHosting | None = None,
     floors: bool = False,
-    self_bound: float | Mapping[str, float] | None = None,
+    self_bound: SelfBound = None,
 ) -> dict[str, PmappingTable]:
     """Fused pmappings of every Einsum; Einsums equal up to tensor names share one.
     ``plan``: what may be fused how (None: every shared tensor, tiled or not, and every
@@ -109,7 +112,7 @@ def generate_tables(
     return {e.name: tables[e.name] for e in wl.einsums}
 
 
-def _kind_bound(self_bound: float | Mapping[str, float] | None, names: list[str]) -> float | None:
+def _kind_bound(self_bound: SelfBound, names: list[str]) -> float | None:
     """The self bound of Einsums generated together: the loosest of theirs (a looser
     bound keeps more rows, and each table says how far it is complete)."""
     if self_bound is None or isinstance(self_bound, float):
