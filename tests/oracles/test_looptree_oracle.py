@@ -85,6 +85,19 @@ def test_ffm_equals_every_looptree_sharing_copies(shape, seed, tmp_path):
     _check(*case_spec(seed, tmp_path, shape))
 
 
+# Scalars: a dot product's result scaling a vector, a product summed to a scalar, and a
+# scalar-only Einsum (no rank variable) between two: the mapper stopped with an internal
+# error on each until 2026-11-29 (a scalar's size was one value, not one per tile shape;
+# an Einsum without rank variables had no tile-shape table).
+SCALARS = [(shape, seed) for shape in ("scalar", "sum_all", "scalar_chain") for seed in range(4)]
+
+
+@pytest.mark.oracle
+@pytest.mark.parametrize(("shape", "seed"), SCALARS)
+def test_ffm_equals_every_looptree_exchanging_a_scalar(shape, seed, tmp_path):
+    _check(*case_spec(seed, tmp_path, shape))
+
+
 # Seeds 25, 28 and 31 missed until 2026-11-25: an Einsum's own node between a shared
 # spatial loop and a shared temporal loop below it (the other user's prefix had the
 # spatial loop last in the gap; gap_orders now moves it). Seeds 7 and 34 missed until

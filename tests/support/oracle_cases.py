@@ -119,6 +119,25 @@ def random_workload(rng: random.Random, shape: str, largest: int) -> dict:
                 access("C", ["m", "n"], output=True),
             ),
         ]
+    elif shape == "scalar":  # a dot product S[] that scales a vector (FuseMax cascade 1)
+        b = {"k": rng.choice([2, 3, 4]), "n": rng.choice([2, 3])}
+        es = [
+            einsum("E0", access("X", ["k"]), access("W", ["k"]), access("S", [], output=True)),
+            einsum("E1", access("S", []), access("Y", ["n"]), access("B", ["n"], output=True)),
+        ]
+    elif shape == "sum_all":  # a product summed to a scalar S[] (no output rank left)
+        b = {"m": rng.choice([2, 3]), "n": rng.choice([2, 3])}
+        es = [
+            product("E0", "X", "W", "A"),
+            einsum("E1", access("A", ["m", "n"]), access("S", [], output=True)),
+        ]
+    elif shape == "scalar_chain":  # a dot product, a scalar-only Einsum (no rank variable), a scale
+        b = {"k": rng.choice([2, 3])}
+        es = [
+            einsum("E0", access("X", ["k"]), access("W", ["k"]), access("S", [], output=True)),
+            einsum("E1", access("S", []), access("T", [], output=True)),
+            einsum("E2", access("T", []), access("Y", ["k"]), access("B", ["k"], output=True)),
+        ]
     else:  # a matmul, then an elementwise product with a third tensor
         b = {"m": rng.choice([2, 3, 4]), "k": 2, "n": rng.choice([2, 3, 4])}
         es = [

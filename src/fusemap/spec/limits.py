@@ -55,6 +55,10 @@ class Limits:
     for every tile shape the mapper scores, so a slow expression is paid many times."""
     sweep_points: int = 100_000
     """Points one sweep may have (every value range, and their product or zip)."""
+    templates: int = 1_000_000
+    """Templates the mapper may make for one Einsum (which memory holds each tensor,
+    their order, the spatial loops): each is tiled, so a space past this takes hours and
+    tens of GB (GPT-3 6.7B on tpu_v4i: 27,296 at most)."""
 
 
 _DEFAULTS = Limits()

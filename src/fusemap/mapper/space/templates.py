@@ -31,6 +31,7 @@ import itertools
 import math
 from dataclasses import dataclass, field
 
+from ...spec import limits
 from ...spec.arch_eval import ArchEvaluator, FlatArch
 from ...spec.errors import FusemapError, Location
 from ...spec.resolve import EinsumInfo
@@ -246,7 +247,20 @@ def templates(
                             continue
                         placed = one(tuple(one(x) for x in placed))
                         out.append(Template(info.name, unit, compute_level, order, placed, blocked))
+                        if len(out) > limits.current().templates:
+                            raise _too_many(info, arch)
     return out
+
+
+def _too_many(info: EinsumInfo, arch: ArchEvaluator) -> FusemapError:
+    """The refusal of a mapspace too large to tile (the limit ``templates``), at the
+    Einsum in the workload file."""
+    what = (
+        f"more than {limits.current().templates:,} templates (which memory holds each "
+        "tensor, their order, the spatial loops); narrow the space with "
+        "`tensors: {keep: ..., may_keep: ...}` on the memories"
+    )
+    return FusemapError(limits.exceeded("templates", what), arch.spec.locate_einsum(info.index))
 
 
 def _spatial_may_share(

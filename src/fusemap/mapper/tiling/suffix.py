@@ -55,10 +55,14 @@ def _axes(tiler) -> tuple:
     shapes = head = None
     if math.prod(radix) <= MAX_SHAPE_TABLE:
         grids = np.meshgrid(*tiles.cands, indexing="ij")  # code order: last variable fastest
-        shapes = np.stack([g.ravel() for g in grids], axis=1).astype(np.int64)
+        shapes = (
+            np.stack([g.ravel() for g in grids], axis=1).astype(np.int64)
+            if grids  # an Einsum of no rank variable: one tile shape of no size
+            else np.zeros((1, 0), dtype=np.int64)
+        )
         # Closure steps prune in one pass when no tile has many sources (a long list of
         # rows per tile shape would make the one-pass front quadratic).
-        if max(int(np.diff(off).max()) for off, _ in sources) <= 64:
+        if max((int(np.diff(off).max()) for off, _ in sources), default=0) <= 64:
             head = np.full(len(shapes), -1, dtype=np.int64)
     lookups = dense_lookups(tiles.index_of)
     return strides, np.array(radix, dtype=np.int64), sources, shapes, head, lookups
@@ -67,7 +71,7 @@ def _axes(tiler) -> tuple:
 def dense_lookups(index_of: list) -> tuple[np.ndarray, np.ndarray] | None:
     """Every variable's size -> candidate index table end to end, and where each ends
     (None if some variable's is a binary search, too large for a table)."""
-    if not all(isinstance(x, np.ndarray) for x in index_of):
+    if not index_of or not all(isinstance(x, np.ndarray) for x in index_of):
         return None
     ends = np.cumsum([0] + [len(x) for x in index_of]).astype(np.int64)
     return np.concatenate(index_of).astype(np.int64), ends

@@ -287,8 +287,9 @@ def _entries(bound, s: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
 
 
 def box_array(terms, sizes: dict[str, np.ndarray]) -> np.ndarray:
-    """Dense box occupancy per row (:func:`fusemap.model.rules.box_values`, as floats)."""
-    return np.asarray(box_values(terms, sizes, 1.0), dtype=np.float64)
+    """Dense box occupancy per row (:func:`fusemap.model.rules.box_values`, as floats).
+    A tensor of no rank (a scalar) is one value in every row."""
+    return _per_row(box_values(terms, sizes, 1.0), sizes)
 
 
 def fill_basis(
@@ -305,7 +306,7 @@ def fill_basis(
         if v not in used:
             s = sizes[v]
             total = total * (bounds[v] // s + (bounds[v] % s > 0))
-    return total
+    return _per_row(total, sizes)
 
 
 def first_basis(
@@ -317,7 +318,13 @@ def first_basis(
     used = [v for v in info.rank_variables if any(v == x for r in terms for x, _ in r)]
     relevant = [v for v in used if info.relevance(tensor, v) == "relevant"]
     fixed = {v: sizes[v] for v in used if v not in relevant}
-    return _sum_over_entries(bounds, terms, relevant, sizes, fixed)
+    return _per_row(_sum_over_entries(bounds, terms, relevant, sizes, fixed), sizes)
+
+
+def _per_row(values, sizes: dict[str, np.ndarray]) -> np.ndarray:
+    """``values`` for each row of ``sizes`` (a scalar tensor's are one for all rows)."""
+    rows = max((np.size(s) for s in sizes.values()), default=1)
+    return np.broadcast_to(np.asarray(values, dtype=np.float64), (rows,)).copy()
 
 
 def _sum_over_entries(bounds, terms, variables, sizes, fixed) -> np.ndarray:
