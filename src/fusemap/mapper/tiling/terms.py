@@ -323,8 +323,9 @@ def first_basis(
 
 def _per_row(values, sizes: dict[str, np.ndarray]) -> np.ndarray:
     """``values`` for each row of ``sizes`` (a scalar tensor's are one for all rows)."""
+    out = np.asarray(values, dtype=np.float64)
     rows = max((np.size(s) for s in sizes.values()), default=1)
-    return np.broadcast_to(np.asarray(values, dtype=np.float64), (rows,)).copy()
+    return out if out.shape == (rows,) else np.full(rows, out, dtype=np.float64)
 
 
 def _sum_over_entries(bounds, terms, variables, sizes, fixed) -> np.ndarray:
