@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from ..spec.arch_eval import ArchEvaluator
 from ..spec.errors import FusemapError, InvalidMappingError
 from ..spec.mapping import Mapping, Pipeline
@@ -166,6 +168,13 @@ def _component_totals(
             if comp.kind == "memory":
                 tot.size = comp.size
                 tot.usage_bits = usage.get(comp.name, 0.0)
-                tot.usage = 0.0 if comp.size == float("inf") else tot.usage_bits / comp.size
+                tot.usage = _usage(tot.usage_bits, comp.size)
             components[comp.name] = tot
     return components
+
+
+def _usage(bits: float, size: float) -> float:
+    """Share of a memory's size in use (a memory of no size holding nothing: none)."""
+    if bits == 0 or math.isinf(size):
+        return 0.0
+    return bits / size if size > 0 else math.inf

@@ -275,7 +275,11 @@ def _node(run: list[M.MappingNode], notes: Annotations) -> DisplayNode:
         out.details = [t.text() for t in tiles]
         out.lines = [f"[{node.component}]" if not node.text else title]
         if tiles:
-            share = f" = {percent(bits / size)} of {capacity(size)}" if math.isfinite(size) else ""
+            share = (
+                f" = {percent(bits / size)} of {capacity(size)}"
+                if math.isfinite(size) and size
+                else ""
+            )
             out.details.append(f"holds {capacity(bits)}{share}")
             out.lines += out.details
         else:

@@ -124,3 +124,16 @@ def test_cli_quiet_prints_no_table(files, tmp_path):
     )
     assert proc.returncode == 0, proc.stderr
     assert "GlobalBuffer" not in proc.stdout
+
+
+def test_a_memory_of_no_size_holding_nothing(tmp_path):
+    """A buffer of size 0 that the mapping bypasses: in use 0 (it divided by its size and
+    stopped with an internal error before). By hand, every MAC (24) reads its operands
+    from MainMemory: A 24, B 24, Z written 24 times and read 24 - 8 (its first update
+    reads nothing): 88, plus the MACs' 24."""
+    a = two_level(gb_size=0, gb_energy=1000)
+    m = basic_matmul_mapping()
+    m["mapping"]["nodes"] = [n for n in m["mapping"]["nodes"] if "GlobalBuffer" not in str(n)]
+    result = fusemap.evaluate(fusemap.load(*write_spec(tmp_path, a, matmul(2, 3, 4), m)))
+    assert result.components["GlobalBuffer"].usage == 0
+    assert result.energy == pytest.approx(24 + 24 + 24 + 16 + 24)
