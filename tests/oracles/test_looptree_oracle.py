@@ -98,6 +98,14 @@ def test_ffm_equals_every_looptree_exchanging_a_scalar(shape, seed, tmp_path):
     _check(*case_spec(seed, tmp_path, shape))
 
 
+@pytest.mark.oracle
+@pytest.mark.parametrize(("shape", "seed"), SCALARS)
+def test_ffm_equals_every_looptree_exchanging_a_scalar_below_a_fanout(shape, seed, tmp_path):
+    """The same shapes with the buffer one of 2 instances (as ``fanout_spec``)."""
+    spec, _ = fanout_spec(seed, tmp_path, shape)
+    _check(spec, None, spatial_under_holders=False)
+
+
 # Seeds 25, 28 and 31 missed until 2026-11-25: an Einsum's own node between a shared
 # spatial loop and a shared temporal loop below it (the other user's prefix had the
 # spatial loop last in the gap; gap_orders now moves it). Seeds 7 and 34 missed until

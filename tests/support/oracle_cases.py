@@ -214,13 +214,14 @@ def write_case(rng, seed, tmp_path, wl, bounds, levels, spatial=None):
 FANOUT_SHAPES = ("chain2", "elementwise", "fanout", "skip", "chain2", "chain3")
 
 
-def fanout_spec(seed: int, tmp_path):
+def fanout_spec(seed: int, tmp_path, shape: str | None = None):
     """A random case whose buffer is one of 2 instances (a spatial fanout): may_reuse
     All on even seeds, Nothing on odd ones; ``min_usage: 1`` on seeds 4k+2 and 4k+3 when
     every Einsum has a rank of even size (so the mapper's spatial loops, which divide
-    their rank, reach it too: neither falls back)."""
+    their rank, reach it too: neither falls back). ``shape``: of :data:`SHAPES` or
+    :func:`random_workload`'s others (default: by seed, of :data:`FANOUT_SHAPES`)."""
     rng = random.Random(7000 + seed)
-    shape = FANOUT_SHAPES[seed % len(FANOUT_SHAPES)]
+    shape = shape or FANOUT_SHAPES[seed % len(FANOUT_SHAPES)]
     largest = 3 if shape in ("chain2", "elementwise") and seed % 3 else 2
     wl, bounds = random_workload(rng, shape, largest)
     spatial = {"name": "X", "fanout": 2, "may_reuse": "Nothing" if seed % 2 else "All"}
