@@ -95,3 +95,13 @@ def test_baseline_options_are_checked(tiny_arch_file, extra, message, monkeypatc
     args = ["map", str(tiny_arch_file), str(example_path("matmul_chain.yaml")), *extra]
     code, text = run_cli(args, monkeypatch, capsys)
     assert code != 0 and message in text and "Traceback" not in text
+
+
+@pytest.mark.slow
+def test_a_baseline_answer_does_not_depend_on_the_workers(chain):
+    """Tables made by 2 worker processes give the same draws and answer as in-process."""
+    spec, space = chain
+    alone = map_with_baseline(spec, "ga", "edp", budget=40, seed=5, space=space)
+    spread = map_with_baseline(spec, "ga", "edp", budget=40, seed=5, jobs=2)
+    assert spread.trace.history == alone.trace.history
+    assert spread.outcome.best.result.energy == alone.outcome.best.result.energy
