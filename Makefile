@@ -39,13 +39,14 @@ test: $(DEVSTAMP)
 
 # The rest: the tests marked slow (long cases of checks the fast set makes on small
 # ones: whole mapper runs, the corpus, sweeps, the brute forces) and the LoopTree
-# oracle (about 45-55 minutes on 2 cores). CI runs it after `make test`.
+# oracle (74 minutes on 2 cores, 2026-11-29). CI runs a share of it after `make test`.
 test-slow: $(DEVSTAMP)
 	$(BIN)/python -m pytest -n 2 -m "slow or oracle"
 
-# One share of the rest (SHARE=K/N: the tests whose id hashes to K modulo N; the N shares
-# together are the whole of it). CI runs the sixteenth its commit picks (eighths took 5.5
-# and 10 minutes on 2 cores, twelfths 8 minutes and CI 16-20 minutes in all).
+# One share of the rest (SHARE=K/N: the tests placed in share K, by their recorded
+# duration, tests/support/slow_durations.json, else by a hash of their id; the N shares
+# together are the whole of it). CI runs the sixteenth its commit picks (about 4.6
+# minutes of test time on 2 cores each; hashed, they ranged from 2.5 to 8.5).
 SHARE ?= 0/16
 test-slow-share: $(DEVSTAMP)
 	$(BIN)/python -m pytest -n 2 -m "slow or oracle" --share $(SHARE)

@@ -112,8 +112,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--share",
         default=None,
         metavar="K/N",
-        help="run only the tests whose id hashes to K modulo N (CI runs one share of the "
-        "slow set; the N shares together are the whole set)",
+        help="run only the tests of share K of N (by recorded duration, else a hash of the "
+        "id; CI runs one share of the slow set; the N shares together are the whole set)",
     )
 
 
