@@ -72,7 +72,8 @@ class DeferredHosting:
     cut: bool = False
     """Tile them only up to each table's allowance (tables near each Einsum's least,
     ``ffm.SELF_BOUND``, or up to a mapping found: no join of theirs has a higher cap; if
-    they fall short, they are all made again, wider or complete). Each table's :attr:`PmappingTable.complete_to` says so."""
+    they fall short, they are all made again, wider or complete). Each table's
+    :attr:`PmappingTable.complete_to` says so."""
 
     def add(self, einsum: str, table: PmappingTable) -> None:
         """Record the marked templates ``table`` left out, each with its unmarked

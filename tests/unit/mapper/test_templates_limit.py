@@ -23,12 +23,6 @@ ARCH = str(ATTENTION / "flat.arch.yaml")
 WORKLOAD = str(ATTENTION / "cascade1.yaml")
 
 
-@pytest.fixture(autouse=True)
-def _default_limits():
-    yield
-    limits.reset()
-
-
 def _dot_product():
     spec = load_spec(ARCH, WORKLOAD, variables={"K": 4})
     wl = resolve_workload(spec)
