@@ -59,6 +59,10 @@ class Limits:
     """Templates the mapper may make for one Einsum (which memory holds each tensor,
     their order, the spatial loops): each is tiled, so a space past this takes hours and
     tens of GB (GPT-3 6.7B on tpu_v4i: 27,296 at most)."""
+    loop_orders: int = 5_000_000
+    """Rows the loop orders of fused prefixes may add to one Einsum's table (each order
+    of the loops between two fused nodes is a row of its own, for the join to match a
+    neighbour's order): what bounds the table's memory."""
 
 
 _DEFAULTS = Limits()

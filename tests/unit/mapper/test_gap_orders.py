@@ -210,14 +210,24 @@ def test_a_fused_chain_meets_in_any_loop_order(tmp_path):
     assert np.isfinite(r.latency)
 
 
-def test_too_many_orders_stop_with_one_clear_message(tmp_path, monkeypatch):
-    """The rows loop orders add are bounded (an allocation limit), with a message."""
-    import fusemap.mapper.tiling.gap_orders as G
+def test_too_many_orders_stop_with_one_clear_message(tmp_path):
+    """The rows loop orders add are bounded (the limit ``loop_orders``), with a message
+    naming the Einsum in the workload file and how to raise the limit; raised, the
+    same space maps."""
+    from fusemap.spec import limits
     from fusemap.spec.errors import FusemapError
 
-    monkeypatch.setattr(G, "MAX_ORDER_ROWS", 0)
-    with pytest.raises(FusemapError, match="loop orders of fused prefixes"):
-        map_workload(_seed23_spec(tmp_path), "energy")
+    spec = _seed23_spec(tmp_path)
+    limits.configure(loop_orders=1)
+    with pytest.raises(FusemapError, match="loop orders of fused prefixes") as err:
+        map_workload(spec, "energy")
+    text = str(err.value)
+    assert "limit loop_orders = 1; raise it with --limit loop_orders=N" in text
+    where = err.value.location
+    assert where.file and where.file.endswith(".yaml") and where.line
+    assert where.key in {e.name for e in spec.workload.einsums}
+    limits.configure(loop_orders=5_000_000)
+    assert map_workload(spec, "energy").best is not None
 
 
 def test_a_shared_copy_is_lowered_as_its_row_prefix_orders_the_gap():

@@ -264,7 +264,7 @@ def _pruned_table(
     einsum, objective, prune = search.info.name, search.objective, search.prune
     results = [r for r, _ in kept]
     if search.config.fusion:
-        counter = OrderCounter(einsum)
+        counter = OrderCounter(search.arch.spec.locate_einsum(search.info.index))
         alone = search.amounts == [{}]  # hosts nothing: rows that fuse nothing run alone
         contexts = [t.gap_context() for _, t in kept]
         if prune:

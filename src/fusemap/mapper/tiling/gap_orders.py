@@ -36,14 +36,12 @@ from typing import NamedTuple
 import numpy as np
 
 from ...model.rules import lowered_past
+from ...spec import limits
 from ...spec import mapping as M
-from ...spec.errors import FusemapError
+from ...spec.errors import FusemapError, Location
 from ..space.prefix import LOOP, PrefixInterner, SpatialTile
 from ..space.templates import Holder
 from .result import TemplateResult
-
-MAX_ORDER_ROWS = 5_000_000
-"""Most rows one Einsum's templates may gain from loop orders (an allocation bound)."""
 
 _RANK = {"relevant": 0, "partial": 1, "irrelevant": 2}
 
@@ -70,18 +68,21 @@ class _Option:
 
 
 class OrderCounter:
-    """Rows added over an Einsum's templates, against :data:`MAX_ORDER_ROWS`."""
+    """Rows added over an Einsum's templates, against the limit ``loop_orders``."""
 
-    def __init__(self, einsum: str) -> None:
-        self.einsum, self.total = einsum, 0
+    def __init__(self, where: Location) -> None:
+        self.where, self.total = where, 0  # where: the Einsum in the workload file
 
     def add(self, n: int) -> None:
         self.total += n
-        if self.total > MAX_ORDER_ROWS:
-            raise FusemapError(
-                f"Einsum {self.einsum}: more than {MAX_ORDER_ROWS:,} loop orders of fused "
-                "prefixes; use fewer rank variables per shared tensor"
+        most = limits.current().loop_orders
+        if self.total > most:
+            what = (
+                f"more than {most:,} rows for the loop orders of "
+                "fused prefixes; fewer rank variables per shared tensor, or memories that "
+                "keep fewer of them, make fewer"
             )
+            raise FusemapError(limits.exceeded("loop_orders", what), self.where)
 
 
 def with_gap_orders(
