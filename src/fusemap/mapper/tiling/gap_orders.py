@@ -78,9 +78,9 @@ class OrderCounter:
         most = limits.current().loop_orders
         if self.total > most:
             what = (
-                f"more than {most:,} rows for the loop orders of "
-                "fused prefixes; fewer rank variables per shared tensor, or memories that "
-                "keep fewer of them, make fewer"
+                f"more than {most:,} rows for the loop orders of fused prefixes (each "
+                "order of the loops between two fused nodes is a row); narrow the space "
+                "with `tensors: {keep: ..., may_keep: ...}` on the memories"
             )
             raise FusemapError(limits.exceeded("loop_orders", what), self.where)
 
