@@ -69,6 +69,35 @@ def test_draws_agree_on_every_shared_tensor(chain):
                 assert seen.setdefault(t, c) == c
 
 
+def test_compatible_rows_are_those_of_every_agreeing_key(chain):
+    """The indexed lookup gives the rows of exactly the keys a plain scan accepts (in
+    key order, so draws are unchanged): fixed compatibilities taken from other Einsums'
+    keys, partial ones, and one no key has."""
+    from fusemap.mapper.space.prefix import Compatibility
+
+    _, space = chain
+    rng = np.random.default_rng(5)
+    every = [
+        (t, c) for er in space.rows for key in er.keys for t, c in zip(er.tensors, key, strict=True)
+    ]
+    every.append((every[0][0], Compatibility(every[0][0], "nowhere", ())))
+    tried = 0
+    for j, er in enumerate(space.rows):
+        for _ in range(40):
+            picked = [every[i] for i in rng.choice(len(every), size=rng.integers(0, 4))]
+            fixed = dict(picked)
+            scan = [
+                rows
+                for key, rows in zip(er.keys, er.rows, strict=True)
+                if all(fixed.get(t, c) == c for t, c in zip(er.tensors, key, strict=True))
+            ]
+            want = np.concatenate(scan) if scan else np.zeros(0, dtype=np.int64)
+            got = space.compatible(j, fixed)
+            assert got.tolist() == want.tolist()
+            tried += len(want) > 0
+    assert tried >= 20  # most lookups found rows
+
+
 def test_map_with_a_baseline_from_the_command_line(tiny_arch_file, tmp_path, monkeypatch, capsys):
     out = tmp_path / "best.json"
     args = ["map", str(tiny_arch_file), str(example_path("matmul_chain.yaml")),

@@ -52,6 +52,29 @@ class _EinsumRows:
     keys: list[tuple[Compatibility, ...]]  # distinct compatibilities (in ``tensors``)
     rows: list[np.ndarray]  # the rows of each key
     key_of_row: np.ndarray  # (R,) index into ``keys``
+    keys_with: dict[tuple[str, Compatibility], np.ndarray] = field(default_factory=dict)
+    """(tensor, compatibility) -> the keys (sorted indices) that have it: a draw looks
+    keys up by what is fixed instead of comparing every key (thousands per Einsum)."""
+
+    def __post_init__(self) -> None:
+        found: dict[tuple[str, Compatibility], list[int]] = {}
+        for k, key in enumerate(self.keys):
+            for t, c in zip(self.tensors, key, strict=True):
+                found.setdefault((t, c), []).append(k)
+        self.keys_with = {tc: np.array(ks, dtype=np.int64) for tc, ks in found.items()}
+
+    def agreeing(self, fixed: dict[str, Compatibility]) -> np.ndarray:
+        """The keys (ascending) that agree with ``fixed`` on every tensor they share."""
+        out: np.ndarray | None = None
+        for t in self.tensors:
+            c = fixed.get(t)
+            if c is None:
+                continue
+            ks = self.keys_with.get((t, c))
+            if ks is None:
+                return np.zeros(0, dtype=np.int64)
+            out = ks if out is None else np.intersect1d(out, ks, assume_unique=True)
+        return np.arange(len(self.keys)) if out is None else out
 
 
 @dataclass
@@ -107,11 +130,7 @@ class JoinSpace:
     def compatible(self, j: int, fixed: dict[str, Compatibility]) -> np.ndarray:
         """Einsum ``j``'s rows that agree with ``fixed`` on every tensor they share."""
         er = self.rows[j]
-        found = [
-            rows
-            for key, rows in zip(er.keys, er.rows, strict=True)
-            if all(fixed.get(t, c) == c for t, c in zip(er.tensors, key, strict=True))
-        ]
+        found = [er.rows[k] for k in er.agreeing(fixed).tolist()]
         return np.concatenate(found) if found else np.zeros(0, dtype=np.int64)
 
     def draw(self, rng: np.random.Generator) -> Picks | None:
