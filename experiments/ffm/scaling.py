@@ -85,7 +85,7 @@ def _point(problem: Any, n: int, cap: int, jobs: int) -> dict[str, Any]:
             "evaluations_to_within_5pct": reached,
             "time_to_within_5pct_x_ffm": None if reached is None else reached * cost / ffm.seconds,
             "spent_x_ffm": limit * cost / ffm.seconds,
-            "final_distance": float(history[limit - 1]),
+            "final_distance": _finite(history[limit - 1]),  # None: no valid mapping found
             "wall_seconds": run.trace.seconds[limit - 1] + tables,
         }
         got = baselines[strategy]["time_to_within_5pct_x_ffm"]
@@ -93,6 +93,11 @@ def _point(problem: Any, n: int, cap: int, jobs: int) -> dict[str, Any]:
               f"not within 5% after {limit} evaluations"), flush=True)  # fmt: skip
     return {"einsums": n, "problem": problem.to_json(), "ffm": ffm.to_json(),
             "ffm_seconds_per_einsum": ffm.seconds / n, "baselines": baselines}  # fmt: skip
+
+
+def _finite(x: float) -> float | None:
+    """``x``, or None if infinite (a baseline that found no valid mapping)."""
+    return float(x) if math.isfinite(x) else None
 
 
 def _plot(data: dict[str, Any]) -> Any:
@@ -132,8 +137,10 @@ def _table(data: dict[str, Any]) -> str:
         for strategy in STRATEGIES:
             b = p["baselines"][strategy]
             got = b["time_to_within_5pct_x_ffm"]
+            off = b["final_distance"]
+            found = f"{off:.2f} off" if off is not None else "no valid mapping"
             cells.append(f"{got:.3g}x" if got is not None else
-                         f"> {b['spent_x_ffm']:.3g}x ({b['final_distance']:.2f} off)")  # fmt: skip
+                         f"> {b['spent_x_ffm']:.3g}x ({found})")  # fmt: skip
         rows.append(cells)
     return markdown_table(["Einsums", "FFM s", "FFM s / Einsum",
                            *(f"{s}: time to 5% (x FFM)" for s in STRATEGIES)], rows)  # fmt: skip

@@ -5,6 +5,7 @@ optimum, and drawing only compatibility-valid combinations."""
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -110,6 +111,40 @@ def test_map_with_a_baseline_from_the_command_line(tiny_arch_file, tmp_path, mon
     data = json.loads(out.read_text())
     assert data["mapper"]["name"] == "ga" and data["mapper"]["evaluations"] == 30
     assert len(data["mapper"]["best_after"]) == 30
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_a_run_that_finds_no_valid_mapping_is_a_result(chain, strategy, monkeypatch):
+    """Every combination refused (as the join refuses those over capacity): the run is
+    returned with no outcome, for experiments to count; asked for its answer, a user
+    error naming the baseline and the budget."""
+    from fusemap.spec.errors import FusemapError
+
+    spec, space = chain
+    _refuse_every_combination(monkeypatch)
+    run = map_with_baseline(spec, strategy, "edp", budget=25, seed=0, space=space)
+    assert run.outcome is None and run.trace.best is None and run.trace.valid == 0
+    assert run.evaluations == 25 and run.trace.best_value == float("inf")
+    with pytest.raises(FusemapError, match=f"the {strategy} baseline found no valid mapping in 25"):
+        run.answer()
+
+
+def _refuse_every_combination(monkeypatch):
+    """The baselines' join refuses every combination (as it refuses one over capacity)."""
+    import fusemap.mapper.baselines.space as S
+
+    none = SimpleNamespace(energy=np.zeros(0), latency=np.zeros(0))
+    monkeypatch.setattr(S, "join", lambda *args, **kwargs: none)
+
+
+def test_no_valid_mapping_from_the_command_line(tiny_arch_file, monkeypatch, capsys):
+    _refuse_every_combination(monkeypatch)
+    args = ["map", str(tiny_arch_file), str(example_path("matmul_chain.yaml")),
+            "-D", "N=3", "-D", "M=8", "-D", "SIZES=[8, 16, 8]", "-D", "BUF=2",
+            "--mapper", "random", "--budget", "7"]  # fmt: skip
+    code, text = run_cli(args, monkeypatch, capsys)
+    assert code != 0 and "Traceback" not in text
+    assert "the random baseline found no valid mapping in 7 evaluations" in text
 
 
 @pytest.mark.parametrize(

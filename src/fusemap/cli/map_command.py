@@ -101,7 +101,7 @@ class Baseline:
             "evaluations": run.evaluations, "valid": run.trace.valid,
             "best_after": run.trace.history, "join_seconds": run.join_seconds,
         }  # fmt: skip
-        return run.outcome, info
+        return run.answer(), info
 
 
 def map_whole(

@@ -48,12 +48,22 @@ class BaselineRun:
     """A baseline's answer: the mapping (scored by the model, as FFM's), its trace, and
     what it cost."""
 
-    outcome: MapOutcome
+    strategy: str  # random | sa | ga
+    outcome: MapOutcome | None  # None: no valid mapping within the budget
     trace: Trace
     evaluations: int
     join_seconds: float  # spent scoring combinations (FFM joins over one row each)
     table_seconds: float  # spent making the pmapping tables (shared with FFM)
     joins: int  # evaluations not answered from the cache of combinations seen before
+
+    def answer(self) -> MapOutcome:
+        """The outcome; a user error if the run found no valid mapping."""
+        if self.outcome is None:
+            raise FusemapError(
+                f"the {self.strategy} baseline found no valid mapping in {self.evaluations} "
+                "evaluations (raise --budget)"
+            )
+        return self.outcome
 
     @property
     def seconds_per_evaluation(self) -> float:
@@ -112,19 +122,16 @@ def map_with_baseline(
     space.cache.clear()  # each run pays for its own joins (its wall time is its own)
     before, spent, joins = space.evaluations, space.seconds, space.joins
     trace = run_strategy(space, strategy, budget, seed)
-    if trace.best is None:
-        raise FusemapError(
-            f"the {strategy} baseline found no valid mapping in {budget} evaluations "
-            "(raise --budget)"
-        )
+    cost = (space.evaluations - before, space.seconds - spent, table_seconds, space.joins - joins)
+    if trace.best is None:  # a search may find none: a result too (the CLI refuses it)
+        return BaselineRun(strategy, None, trace, *cost)
     stats = MapStatistics(orders=1)
     stats.pmappings = {n: len(t) for n, t in space.tables.items()}
     stats.seconds = {"pmappings": table_seconds, "search": trace.seconds[-1]}
     mapped = _materialized(space, trace.best, spec)
     outcome = MapOutcome(objective, [mapped], stats, pass_bounds(spec, space.workload))
     outcome.notes = [f"{strategy} baseline, seed {seed}: {budget} evaluations, {trace.valid} valid"]
-    return BaselineRun(outcome, trace, space.evaluations - before, space.seconds - spent,
-                       table_seconds, space.joins - joins)  # fmt: skip
+    return BaselineRun(strategy, outcome, trace, *cost)
 
 
 def _materialized(space: JoinSpace, picks: Picks, spec: Spec):
