@@ -52,7 +52,7 @@ class _EinsumRows:
     keys: list[tuple[Compatibility, ...]]  # distinct compatibilities (in ``tensors``)
     rows: list[np.ndarray]  # the rows of each key
     key_of_row: np.ndarray  # (R,) index into ``keys``
-    keys_with: dict[tuple[str, Compatibility], np.ndarray] = field(default_factory=dict)
+    keys_with: dict[tuple[str, Compatibility], np.ndarray] = field(init=False, repr=False)
     """(tensor, compatibility) -> the keys (sorted indices) that have it: a draw looks
     keys up by what is fixed instead of comparing every key (thousands per Einsum)."""
 
