@@ -10,12 +10,12 @@ processes (each seeded: the same answers whatever the number). Checks written to
 JSON: FFM's EDP is the least of all; each baseline's answer, evaluated again by the
 model, gives the numbers it reported; the same seed gives the same run.
 
-Full: GPT-3 6.7B (one layer, batch 1, 256 tokens by default: FFM's EDP mapping of the
+Full: GPT-3 6.7B (one layer, batch 1, 2,048 tokens by default: FFM's EDP mapping of the
 paper's batch 64 and 4096 tokens does not finish in minutes here, see README.md) on
 tpu_v4i; --quick: a 4-matmul chain on the project's own arch.yaml, 3 seeds.
 
 usage: python experiments/ffm/convergence.py [--quick] [--seeds 10] [--budget 2000]
-       [--batch 1] [--tokens 256]
+       [--batch 1] [--tokens 2048]
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--seeds", type=int, default=None, help="seeds per baseline")
     parser.add_argument("--budget", type=int, default=None, help="evaluations per run")
     parser.add_argument("--batch", type=int, default=1, help="GPT-3 batch (full run)")
-    parser.add_argument("--tokens", type=int, default=256, help="GPT-3 tokens (full run)")
+    parser.add_argument("--tokens", type=int, default=2048, help="GPT-3 tokens (full run)")
     args = parser.parse_args(argv)
     quick = args.quick
     seeds = args.seeds or (3 if quick else 10)
