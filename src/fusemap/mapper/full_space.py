@@ -23,7 +23,8 @@ exact anyway, by a bound (energy objective; latency and EDP below):
   without the mark (``deferred_hosting``), so its floor is that template's.
 
 The templates within their allowance are searched over the whole fused space, their
-rows within the allowance are added, and the capped join runs again. On GPT-3 every
+rows within the allowance are added (a table of many rows: only those that may join,
+:mod:`fusemap.mapper.joinable`), and the capped join runs again. On GPT-3 every
 floor is at or above its Einsum's least energy, so nothing is searched again.
 
 Latency, EDP and Pareto-front objectives: the same with both floors, least energy and
@@ -46,6 +47,7 @@ from ..spec.arch_eval import ArchEvaluator
 from ..spec.resolve import WorkloadInfo
 from ..spec.spec import Spec
 from .deferred_hosting import base_key, merge_tables, renamed_table
+from .joinable import RowKey, joinable, order_free_keys
 from .pmappings.generate import generate_pmappings
 from .pmappings.table import PmappingTable, empty_table
 from .space.config import MapperConfig
@@ -58,6 +60,13 @@ from .workers import in_worker, run_tasks
 GAIN = 1e-9
 """Relative energy below ``best`` a mapping must reach to count as better."""
 
+SEMI_JOIN_ROWS = 20_000
+"""Rows (before their loop orders) past which an Einsum's check rows are searched again,
+only those that may join (:mod:`fusemap.mapper.joinable`): GPT-3 at 512 tokens on the
+edge accelerator finds 450,000 for its softmax (17,540 may join), each then a row per
+loop order, past ``limits.loop_orders``. Below it the first search's table is kept (a
+second search would cost more than the orders)."""
+
 
 @dataclass
 class FullSpaceCheck:
@@ -66,6 +75,8 @@ class FullSpaceCheck:
     templates_bounded: int = 0  # templates whose floor was worked out
     templates_searched: int = 0  # of those (and hosting ones), searched again in full
     rows_added: int = 0
+    semi_joined: int = 0  # tables searched again, only rows that may join
+    keys_dropped: int = 0  # order-free keys (prefixes without order) they left out
     incomplete: bool = False
     """Some table's allowance passes what it holds (:attr:`PmappingTable.complete_to`):
     nothing was searched; the caller makes the tables complete and checks again."""
@@ -157,9 +168,20 @@ def check_full_space(
     else:
         cuts, excluded, wanted = _objective_cuts(objective, config, tables, groups, best, check)
     full = replace(config, fused_loops_once=False)
-    args = [(spec, b, full, cuts[b], excluded[b]) for b in wanted]
-    made = run_tasks(jobs, _search_in_worker, args)
-    for b, (table, searched) in zip(wanted, made, strict=True):
+    args = {b: (spec, b, full, cuts[b], excluded[b], _sharing(tables[b])) for b in wanted}
+    first = run_tasks(jobs, _search_in_worker, [(*args[b], None) for b in wanted])
+    made = {b: table for b, (table, _, _) in zip(wanted, first, strict=True)}
+    again = [b for b in wanted if made[b] is None]
+    if again:  # too many rows to give their loop orders: first those that may join
+        found = {b: keys for b, (_, _, keys) in zip(wanted, first, strict=True)}
+        allowed = joinable(wl, groups, tables, found)
+        check.semi_joined = len(again)
+        check.keys_dropped = sum(len(found[b]) - len(allowed[b]) for b in again)
+        redo = run_tasks(jobs, _search_in_worker, [(*args[b], allowed[b]) for b in again])
+        made.update({b: table for b, (table, _, _) in zip(again, redo, strict=True)})
+    for b, (_, searched, _) in zip(wanted, first, strict=True):
+        table = made[b]
+        assert table is not None
         check.templates_searched += searched
         check.rows_added += len(table)
         if len(table):
@@ -340,33 +362,91 @@ def _floors_in_worker(
         return relaxed_floors(spec, einsum, config, ceiling, keys)
 
 
+def _sharing(table: PmappingTable) -> tuple[frozenset[str], dict[str, str]]:
+    """The table's shared tensors and the memory backing each when unfused."""
+    assert table.fusion is not None, "the check runs with fusion only"
+    return table.fusion.shared, table.fusion.top
+
+
+def _chosen(spec: Spec, einsum: str, full: MapperConfig, excluded: set[tuple]) -> list[Template]:
+    """The templates with two prefix gaps or more not ``excluded`` by their floor (a
+    hosting template: by its unmarked template's)."""
+    temps, deep = _deep(spec, einsum, full)
+    chosen = []
+    for t, d in zip(temps, deep, strict=True):
+        key = base_key(t) if marked(t) else template_key(t)
+        if d and key not in excluded:
+            chosen.append(t)
+    return chosen
+
+
+def _searched(spec, einsum, full, chosen, cut: RowCut, useful) -> PmappingTable:
+    """The table of the ``chosen`` templates' rows ``useful`` keeps, over the whole
+    fused space."""
+    objective = "energy" if cut.objective == "energy" else "all"
+    return generate_pmappings(
+        spec, einsum, objective=objective, config=full, given=chosen,
+        ceiling=cut.energy_ceiling(), useful=useful,
+    )  # fmt: skip
+
+
+class _FirstSearch:
+    """The check's first search of an Einsum (a ``useful`` filter): keeps what
+    :func:`_new_and_kept` keeps until more than :data:`SEMI_JOIN_ROWS` rows are kept,
+    then none (``tripped``: the table is searched again after the semi-join); records
+    the order-free key of every row it would keep (``found``)."""
+
+    def __init__(self, cut: RowCut, sharing: tuple[frozenset[str], dict[str, str]]):
+        self.cut, self.sharing = cut, sharing
+        self.found: set[RowKey] = set()
+        self.kept, self.tripped = 0, False
+
+    def __call__(self, result: TemplateResult, interner: PrefixInterner) -> np.ndarray:
+        keep = _new_and_kept(result, interner, self.cut)
+        if keep.any():
+            assert result.seq is not None  # rows are kept only with a prefix
+            for s in np.unique(result.seq[keep]).tolist():
+                self.found.add(order_free_keys(interner.prefixes[s], *self.sharing))
+        self.kept += int(keep.sum())
+        self.tripped = self.tripped or self.kept > SEMI_JOIN_ROWS
+        return np.zeros_like(keep) if self.tripped else keep
+
+
 def _search_in_worker(
     spec: Spec,
     einsum: str,
     full: MapperConfig,
     cut: RowCut,
     excluded: set[tuple],
+    sharing: tuple[frozenset[str], dict[str, str]],
+    allowed: frozenset[RowKey] | None,
     lim: limits.Limits | None,
-) -> tuple[PmappingTable, int]:
+) -> tuple[PmappingTable | None, int, set[RowKey]]:
     """The pmappings ``cut`` keeps of the templates with two prefix gaps or more not
-    ``excluded`` by their floor (a hosting template: by its unmarked template's),
-    over the whole fused space; and how many templates that was."""
+    ``excluded`` by their floor, over the whole fused space; how many templates that
+    was; and (first search, ``allowed`` None) the rows' order-free keys. The table is
+    None when the first search found too many rows (:class:`_FirstSearch`); searched
+    again, only rows of ``allowed`` keys are kept."""
     with in_worker(lim):
-        temps, deep = _deep(spec, einsum, full)
-        chosen = []
-        for t, d in zip(temps, deep, strict=True):
-            key = base_key(t) if marked(t) else template_key(t)
-            if d and key not in excluded:
-                chosen.append(t)
-        if not chosen:
-            return empty_table(einsum), 0
-        objective = "energy" if cut.objective == "energy" else "all"
-        table = generate_pmappings(
-            spec, einsum, objective=objective, config=full, given=chosen,
-            ceiling=cut.energy_ceiling(), useful=partial(_new_and_kept, cut=cut),
-        )  # fmt: skip
-        # Only rows ``cut`` keeps that split a variable are left (``_new_and_kept``).
-        return table, len(chosen)
+        chosen = _chosen(spec, einsum, full, excluded)
+        if not chosen or allowed == frozenset():
+            return empty_table(einsum), len(chosen), set()
+        if allowed is not None:
+            useful = partial(_joinable_rows, cut=cut, sharing=sharing, allowed=allowed)
+            return _searched(spec, einsum, full, chosen, cut, useful), len(chosen), set()
+        first = _FirstSearch(cut, sharing)
+        table = _searched(spec, einsum, full, chosen, cut, first)
+        return (None if first.tripped else table), len(chosen), first.found
+
+
+def _joinable_rows(result, interner, cut, sharing, allowed: frozenset[RowKey]) -> np.ndarray:
+    """The rows :func:`_new_and_kept` keeps whose order-free key is ``allowed``."""
+    keep = _new_and_kept(result, interner, cut)
+    if not keep.any():
+        return keep
+    ids, at = np.unique(result.seq, return_inverse=True)
+    ok = [order_free_keys(interner.prefixes[s], *sharing) in allowed for s in ids.tolist()]
+    return keep & np.array(ok, dtype=bool)[at.ravel()]
 
 
 def _new_and_kept(result: TemplateResult, interner: PrefixInterner, cut: RowCut) -> np.ndarray:

@@ -14,6 +14,7 @@ import math
 import pytest
 
 from fusemap.examples import example_path
+from fusemap.mapper import full_space
 from fusemap.mapper.ffm import map_workload
 from fusemap.spec.spec import load_spec
 
@@ -172,3 +173,15 @@ def test_relaxed_floors_are_each_templates_least_energy_over_the_whole_space(tmp
         least[key] = min(least.get(key, math.inf), float(table.energy[i]))
     for key, floor in floors.items():
         assert floor == pytest.approx(least.get(key, math.inf), rel=1e-9)
+
+
+@pytest.mark.slow
+def test_rows_searched_again_after_the_semi_join_still_give_the_optimum(tmp_path, monkeypatch):
+    """With every check table past the row bound, each is searched again keeping only
+    rows that may join (``mapper/joinable.py``): the same optimum, some keys dropped."""
+    monkeypatch.setattr(full_space, "SEMI_JOIN_ROWS", 0)
+    got = _map(tmp_path, True)
+    assert got.best.result.energy == pytest.approx(OPTIMUM, rel=1e-9)
+    check = got.statistics.full_space
+    assert check is not None and check.semi_joined > 0 and check.rows_added > 0
+    assert check.keys_dropped > 0

@@ -1,0 +1,117 @@
+"""Rows of the full-space check that can join at all: a semi-join on compatibility
+taken without its loop order.
+
+The check of several fused loops per rank variable (:mod:`fusemap.mapper.full_space`)
+gives every row it keeps a row per loop order of its prefix gaps
+(:mod:`fusemap.mapper.tiling.gap_orders`): on GPT-3 at 512 tokens that passed the
+``loop_orders`` limit. Most of those rows can never be joined. In a mapping every user
+of a shared tensor has the same compatibility for it (the join groups partial mappings
+on it), so a row whose tensor no other user can back in the same memory under the same
+loops, in whatever order, is of no use in any order.
+
+A shared tensor's *order-free key* in a prefix is its compatibility with the loops
+above its backing node sorted (:func:`order_free_keys`). Every loop order of a row has
+its key (an order permutes the loops of a gap, and a backing node has whole gaps above
+it), and equal compatibilities have equal keys. The semi-join (:func:`joinable`) drops
+a row when, for one of its shared tensors and another user of that tensor, no row of
+that user has its key: neither a row of its table nor one of its check rows (before
+orders) still kept; rounds until nothing more is dropped.
+
+Exact: a row of an optimal mapping (of any mapping) has, for each shared tensor and
+each other user, a row of that user in the same mapping with the same compatibility,
+hence the same key; that row is in the user's table, or is a loop order of one of its
+check rows, which is in the same mapping and so, by induction on the rounds, never
+dropped.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+
+import numpy as np
+
+from ..spec.resolve import WorkloadInfo
+from .pmappings.signature import tensor_renaming, variable_renaming
+from .pmappings.table import PmappingTable
+from .space.prefix import BACK, LOOP, Prefix, SpatialTile
+
+LoopKey = tuple[str, int, str]  # rank variable, tile, fanout of a spatial loop ("" if none)
+TensorKey = tuple[str, str, tuple[LoopKey, ...]]  # tensor, backing memory, loops sorted
+RowKey = tuple[TensorKey, ...]  # one per shared tensor of the Einsum, by tensor name
+
+
+def order_free_keys(prefix: Prefix, shared: Iterable[str], top: dict[str, str]) -> RowKey:
+    """Per shared tensor (sorted): its backing memory and the loops above it, sorted
+    (an unfused tensor: its ``top`` memory, no loops). The search's own storage nodes
+    among the loops (marks) are skipped."""
+    loops: list[LoopKey] = []
+    fused: dict[str, tuple[str, tuple[LoopKey, ...]]] = {}
+    for e in prefix:
+        if e.kind == LOOP:
+            where = e.tile.where if isinstance(e.tile, SpatialTile) else ""
+            loops.append((e.var, int(e.tile), where))
+        elif e.kind == BACK:
+            fused[e.tensor] = (e.memory, tuple(sorted(loops)))
+    return tuple((t, *fused.get(t, (top[t], ()))) for t in sorted(shared))
+
+
+def table_keys(table: PmappingTable) -> set[RowKey]:
+    """The order-free keys of every row of a (fused) table."""
+    fusion = table.fusion
+    if fusion is None or not len(fusion.seq):
+        return set()
+    prefixes = fusion.interner.prefixes
+    return {
+        order_free_keys(prefixes[s], fusion.shared, fusion.top)
+        for s in np.unique(fusion.seq).tolist()
+    }
+
+
+def renamed_key(key: RowKey, tensors: dict[str, str], variables: dict[str, str]) -> RowKey:
+    """``key`` of an Einsum as the key of an identical Einsum with other names."""
+    out = [
+        (tensors[t], m, tuple(sorted((variables.get(v, v), n, w) for v, n, w in loops)))
+        for t, m, loops in key
+    ]
+    return tuple(sorted(out))
+
+
+def joinable(
+    wl: WorkloadInfo,
+    groups: dict[str, list[str]],
+    tables: dict[str, PmappingTable],
+    found: dict[str, set[RowKey]],
+) -> dict[str, frozenset[RowKey]]:
+    """Per table (``groups``: its Einsum -> the Einsums sharing it, renamed), the keys of
+    ``found`` (its check rows' keys, before orders) that some mapping may use."""
+    names = {n: b for b, ns in groups.items() for n in ns}
+    renamings = {
+        n: (
+            tensor_renaming(wl.einsum(b), wl.einsum(n)),
+            variable_renaming(wl.einsum(b), wl.einsum(n)),
+        )
+        for n, b in names.items()
+    }
+    users: dict[str, list[str]] = defaultdict(list)
+    default: dict[str, set[tuple[str, str, tuple]]] = {}
+    for n in names:
+        fusion = tables[n].fusion
+        for t in sorted(fusion.shared) if fusion is not None else ():
+            users[t].append(n)
+        default[n] = {k for key in table_keys(tables[n]) for k in key}
+    alive = {b: set(keys) for b, keys in found.items()}
+    while True:
+        renamed = {
+            n: [(k, renamed_key(k, *renamings[n])) for k in alive.get(b, ())]
+            for n, b in names.items()
+        }
+        seen = {n: default[n] | {k for _, key in renamed[n] for k in key} for n in names}
+        kept: dict[str, set[RowKey]] = {b: set() for b in alive}
+        for n, b in names.items():
+            for k, key in renamed[n]:
+                if all(tk in seen[m] for tk in key for m in users[tk[0]] if m != n):
+                    kept[b].add(k)
+        if all(len(kept[b]) == len(alive[b]) for b in alive):
+            return {b: frozenset(keys) for b, keys in alive.items()}
+        alive = kept

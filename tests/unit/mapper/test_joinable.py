@@ -1,0 +1,133 @@
+"""The semi-join of the full-space check (``mapper/joinable.py``): order-free keys are
+the same for every loop order of a prefix, and a check row is dropped exactly when some
+other user of one of its tensors has no row of its key, in rounds."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fusemap.mapper.joinable import joinable, order_free_keys, renamed_key
+from fusemap.mapper.space.prefix import (
+    BackingEntry,
+    LoopEntry,
+    MarkEntry,
+    PrefixInterner,
+    SpatialTile,
+)
+
+L, B = LoopEntry.of, BackingEntry.of
+TOP = dict.fromkeys(["T1", "T2", "I", "Q", "K"], "DRAM")
+
+
+def test_a_key_sorts_the_loops_above_each_tensor_and_skips_marks():
+    prefix = (
+        L("n", 4), L("m", 8), MarkEntry.of("W", "GB"), B("T1", "GB"),
+        L("m", 2), B("T2", "GB"),
+    )  # fmt: skip
+    got = order_free_keys(prefix, {"T2", "T1"}, TOP)
+    assert got == (
+        ("T1", "GB", (("m", 8, ""), ("n", 4, ""))),
+        ("T2", "GB", (("m", 2, ""), ("m", 8, ""), ("n", 4, ""))),
+    )
+
+
+def test_an_unfused_tensor_is_in_its_top_memory_under_no_loop():
+    assert order_free_keys((L("m", 8), B("T1", "GB")), {"T1", "T2"}, TOP)[1] == ("T2", "DRAM", ())
+    assert order_free_keys((B("T2", "DRAM"),), {"T2"}, TOP) == order_free_keys((), {"T2"}, TOP)
+
+
+def test_a_spatial_loop_differs_from_a_temporal_loop_of_the_same_tile():
+    spatial = order_free_keys((L("m", SpatialTile(4, "PE.X")), B("T1", "GB")), {"T1"}, TOP)
+    temporal = order_free_keys((L("m", 4), B("T1", "GB")), {"T1"}, TOP)
+    assert spatial != temporal and spatial[0][2] == (("m", 4, "PE.X"),)
+
+
+LOOPS = [L("m", 8), L("n", 4), L("k", 2), L("m", SpatialTile(2, "PE.X"))]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.permutations(range(len(LOOPS))), min_size=1, max_size=3), st.randoms())
+def test_every_order_of_the_gaps_has_the_same_key(gaps, rnd):
+    """Any permutation of the loops within each gap (a run of loops between nodes)."""
+    tensors = ["T1", "T2", "T3"][: len(gaps)]
+    canon, shuffled = [], []
+    for t, gap in zip(tensors, gaps, strict=True):
+        loops = [LOOPS[i] for i in gap]
+        canon += [*loops, B(t, "GB")]
+        rnd.shuffle(loops)
+        shuffled += [*loops, B(t, "GB")]
+    top = dict.fromkeys(tensors, "DRAM")
+    assert order_free_keys(tuple(canon), tensors, top) == order_free_keys(
+        tuple(shuffled), tensors, top
+    )
+
+
+def test_a_renamed_key_renames_tensors_and_variables_and_sorts_again():
+    key = (("T1", "GB", (("a", 2, ""), ("b", 4, ""))),)
+    assert renamed_key(key, {"T1": "U"}, {"a": "z", "b": "c"}) == (
+        ("U", "GB", (("c", 4, ""), ("z", 2, ""))),
+    )
+
+
+def _table(shared: list[str], prefixes: list[tuple]):
+    interner = PrefixInterner()
+    seq = np.array([interner.intern(p) for p in prefixes], dtype=np.int64)
+    fusion = SimpleNamespace(
+        seq=seq, interner=interner, shared=frozenset(shared), top={t: "DRAM" for t in shared}
+    )
+    return SimpleNamespace(fusion=fusion)
+
+
+def _workload(einsums: dict[str, tuple[list[str], list[str]]]):
+    infos = {n: SimpleNamespace(tensors=t, rank_variables=v) for n, (t, v) in einsums.items()}
+    return SimpleNamespace(einsum=infos.__getitem__)
+
+
+def test_rows_no_other_user_can_meet_are_dropped_in_rounds():
+    """A -T1-> B -T2-> C. B's check row ``b1`` backs T1 under m:8 then m:2 (A's check
+    row ``a1`` does too) but T2 under loops no row of C has: dropped in round 1, and
+    ``a1``, which only ``b1`` met, in round 2. ``b2`` meets A's table (T1 unfused) and
+    C's (T2 under m:8): kept."""
+    wl = _workload({
+        "A": (["X", "T1"], ["m", "k"]),
+        "B": (["T1", "T2"], ["m", "n"]),
+        "C": (["T2", "Y"], ["m", "p"]),
+    })  # fmt: skip
+    tables = {
+        "A": _table(["T1"], [()]),
+        "B": _table(["T1", "T2"], [()]),
+        "C": _table(["T2"], [(), (L("m", 8), B("T2", "GB"))]),
+    }
+    split = (L("m", 8), L("m", 2), B("T1", "GB"))
+    a1 = order_free_keys(split, {"T1"}, TOP)
+    b1 = order_free_keys((*split, L("n", 4), B("T2", "GB")), {"T1", "T2"}, TOP)
+    b2 = order_free_keys((L("m", 8), L("m", 2), B("T2", "GB")), {"T1", "T2"}, TOP)
+    b3 = order_free_keys((L("m", 8), B("T2", "GB"), L("m", 2)), {"T1", "T2"}, TOP)
+    groups = {n: [n] for n in "ABC"}
+    got = joinable(wl, groups, tables, {"A": {a1}, "B": {b1, b2, b3}})
+    assert got == {"A": frozenset(), "B": frozenset({b3})}
+    assert b2 != b3  # b2's T2 sits under m:2 as well: C has no such row
+
+
+def test_a_shared_table_keeps_a_row_one_of_its_einsums_can_use():
+    """Q and K share one table (K renamed from Q). A row backing the input under
+    ``k:4`` meets only what K's consumer holds, so it is kept for K's sake."""
+    wl = _workload({
+        "Q": (["I", "WQ", "Q"], ["m", "e"]),
+        "K": (["I", "WK", "K"], ["m", "e"]),
+        "S": (["Q", "K", "S"], ["m", "e"]),
+    })  # fmt: skip
+    tables = {
+        "Q": _table(["I", "Q"], [()]),
+        "K": _table(["I", "K"], [()]),
+        "S": _table(["Q", "K"], [(), (L("m", 4), L("m", 2), B("K", "GB"))]),
+    }
+    row = order_free_keys((L("m", 2), L("m", 4), B("Q", "GB")), {"I", "Q"}, TOP)
+    got = joinable(wl, {"Q": ["Q", "K"], "S": ["S"]}, tables, {"Q": {row}})
+    assert got == {"Q": frozenset({row})}
+    alone = joinable(wl, {"Q": ["Q"], "K": ["K"], "S": ["S"]}, tables, {"Q": {row}})
+    assert alone == {"Q": frozenset()}  # as Q's own row: S holds Q under nothing
