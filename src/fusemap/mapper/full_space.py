@@ -403,10 +403,7 @@ class _FirstSearch:
 
     def __call__(self, result: TemplateResult, interner: PrefixInterner) -> np.ndarray:
         keep = _new_and_kept(result, interner, self.cut)
-        if keep.any():
-            assert result.seq is not None  # rows are kept only with a prefix
-            for s in np.unique(result.seq[keep]).tolist():
-                self.found.add(order_free_keys(interner.prefixes[s], *self.sharing))
+        self.found.update(_kept_keys(result, keep, interner, self.sharing).values())
         self.kept += int(keep.sum())
         self.tripped = self.tripped or self.kept > SEMI_JOIN_ROWS
         return np.zeros_like(keep) if self.tripped else keep
@@ -442,11 +439,21 @@ def _search_in_worker(
 def _joinable_rows(result, interner, cut, sharing, allowed: frozenset[RowKey]) -> np.ndarray:
     """The rows :func:`_new_and_kept` keeps whose order-free key is ``allowed``."""
     keep = _new_and_kept(result, interner, cut)
+    keys = _kept_keys(result, keep, interner, sharing)
+    if keys:
+        assert result.seq is not None  # rows are kept only with a prefix
+        ok = [keys[s] in allowed for s in result.seq[keep].tolist()]
+        keep[keep] = ok
+    return keep
+
+
+def _kept_keys(result, keep: np.ndarray, interner, sharing) -> dict[int, RowKey]:
+    """Per prefix of the ``keep`` rows, its order-free key."""
     if not keep.any():
-        return keep
-    ids, at = np.unique(result.seq, return_inverse=True)
-    ok = [order_free_keys(interner.prefixes[s], *sharing) in allowed for s in ids.tolist()]
-    return keep & np.array(ok, dtype=bool)[at.ravel()]
+        return {}
+    assert result.seq is not None  # rows are kept only with a prefix
+    ids = np.unique(result.seq[keep]).tolist()
+    return {s: order_free_keys(interner.prefixes[s], *sharing) for s in ids}
 
 
 def _new_and_kept(result: TemplateResult, interner: PrefixInterner, cut: RowCut) -> np.ndarray:

@@ -101,15 +101,15 @@ def joinable(
             users[t].append(n)
         default[n] = {k for key in table_keys(tables[n]) for k in key}
     alive = {b: set(keys) for b, keys in found.items()}
+    renamed = {  # each check key as each Einsum of its table sees it (once: rounds reuse)
+        n: [(k, renamed_key(k, *renamings[n])) for k in found.get(b, ())] for n, b in names.items()
+    }
     while True:
-        renamed = {
-            n: [(k, renamed_key(k, *renamings[n])) for k in alive.get(b, ())]
-            for n, b in names.items()
-        }
-        seen = {n: default[n] | {k for _, key in renamed[n] for k in key} for n in names}
+        live = {n: [(k, key) for k, key in renamed[n] if k in alive[names[n]]] for n in renamed}
+        seen = {n: default[n] | {k for _, key in live[n] for k in key} for n in names}
         kept: dict[str, set[RowKey]] = {b: set() for b in alive}
         for n, b in names.items():
-            for k, key in renamed[n]:
+            for k, key in live[n]:
                 if all(tk in seen[m] for tk in key for m in users[tk[0]] if m != n):
                     kept[b].add(k)
         if all(len(kept[b]) == len(alive[b]) for b in alive):
