@@ -31,7 +31,7 @@ import pytest
 from fusemap.mapper.ffm import map_workload
 from fusemap.model.evaluate import evaluate_mapping
 from tests.support.looptree_oracle import LoopTreeOracle
-from tests.support.oracle_cases import case_spec, fanout_spec
+from tests.support.oracle_cases import case_spec, fanout_spec, rule_spec
 
 # The oracle's trees that FFM misses (oracle's optimum against FFM's), by seed: none
 # since the join reserves a held tile once per run of Einsums sharing its level
@@ -147,6 +147,16 @@ def test_trees_with_a_node_above_its_own_spread_only_bypass_may_reuse(seed, tmp_
 @pytest.mark.parametrize("seed", CASES)
 def test_ffm_equals_every_looptree(seed, tmp_path):
     _check(*case_spec(seed, tmp_path))
+
+
+@pytest.mark.oracle
+@pytest.mark.parametrize("seed", range(12))
+def test_ffm_equals_every_looptree_with_keep_rules_naming_memories(seed, tmp_path):
+    """``keep: ~DRAM`` and the like: a memory's rule reads what the memories it names
+    hold in the mapping (an intermediate DRAM holds may bypass the buffer; one it does
+    not hold must stay there). Until 2026-12-06 the mapper read DRAM's own ``keep`` set
+    instead: every intermediate had to pass through the buffer."""
+    _check(*rule_spec(seed, tmp_path))
 
 
 def _value(result, objective: str) -> float:

@@ -60,13 +60,15 @@ def _workload(rng: random.Random, kind: str) -> tuple[dict, str]:
     return wl, kind
 
 
-def _arch(rng: random.Random) -> dict:
+def _arch(rng: random.Random, rules: bool = False) -> dict:
+    """DRAM, a buffer and maybe an RF under a fanout; ``rules``: three levels, the RF's
+    keep rule names the buffer (it must hold what the buffer does not)."""
     e = [rng.choice([20, 50, 100]), rng.choice([2, 5, 10]), rng.choice([1, 2])]
     tp = lambda: rng.choice(["inf", 1, 2, 4])  # noqa: E731
     nodes = [
         memory("DRAM", "inf", e[0], e[0], read_tp=tp(), write_tp=tp()),
     ]
-    levels = rng.choice([2, 3])
+    levels = 3 if rules else rng.choice([2, 3])
     gb_size = rng.choice([16, 24, 40, 64, 128])
     fan = dim("X", rng.choice([2, 3, 4]), may_reuse=rng.choice(["All", "Nothing"]))
     if levels == 2:
@@ -83,7 +85,9 @@ def _arch(rng: random.Random) -> dict:
                 e[2],
                 e[2],
                 spatial=[fan],
-                tensors={"keep": rng.choice(["Outputs", "Inputs"])},
+                tensors=rng.choice(RF_RULES)
+                if rules
+                else {"keep": rng.choice(["Outputs", "Inputs"])},
             )
         )
     nodes.append(compute_unit("MAC", rng.choice([1, 3]), throughput=rng.choice([1, 2])))
@@ -91,13 +95,14 @@ def _arch(rng: random.Random) -> dict:
 
 
 KINDS = ("matmul", "matvec", "conv")
+RF_RULES = ({"keep": "~GB"}, {"keep": "~GB", "may_keep": "All"}, {"keep": "Outputs - GB"})
 
 
-def _case(seed: int, tmp_path, limit: int | None = 4000):
-    rng = random.Random(seed)
+def _case(seed: int, tmp_path, limit: int | None = 4000, rules: bool = False):
+    rng = random.Random(seed + (5000 if rules else 0))
     while True:
         wl, kind = _workload(rng, KINDS[seed % 3])
-        ar = _arch(rng)
+        ar = _arch(rng, rules)
         path = tmp_path / f"case{seed}.yaml"
         path.write_text(to_yaml({**ar, **wl}))
         spec = load_spec(path)
@@ -121,6 +126,18 @@ def test_generator_matches_brute_force(seed, tmp_path):
     assert energy.min() == pytest.approx(best.energy, rel=1e-9), kind
     assert latency.min() == pytest.approx(best.latency, rel=1e-9), kind
     assert (energy * latency).min() == pytest.approx(best.edp, rel=1e-9), kind
+
+
+@pytest.mark.parametrize("seed", slow_except(range(12), fast=[6]))
+def test_generator_matches_brute_force_with_keep_rules_naming_memories(seed, tmp_path):
+    """The RF's keep rule reads what the buffer holds in each mapping (``keep: ~GB``)."""
+    spec, kind = _case(seed, tmp_path, rules=True)
+    best = brute_force(spec, "Z")
+    table = generate_pmappings(spec, "Z", objective="all", config=CONFIG)
+    assert best.valid > 0
+    assert table.energy.min() == pytest.approx(best.energy, rel=1e-9), kind
+    assert table.latency.min() == pytest.approx(best.latency, rel=1e-9), kind
+    assert (table.energy * table.latency).min() == pytest.approx(best.edp, rel=1e-9), kind
 
 
 @pytest.mark.parametrize("seed", slow_except(range(8), fast=[2, 4]))

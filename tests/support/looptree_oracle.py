@@ -7,7 +7,9 @@ of storage nodes and loops) followed either by one Einsum's compute leaf or by a
 its Einsums into consecutive groups, each again such a tree. The trees enumerated:
 
 * storage nodes: any tensor used below, in any memory that may hold it (``keep`` /
-  ``may_keep``; ``keep`` is a must), going down the hierarchy along every path, at most
+  ``may_keep``; ``keep`` is a must; a rule naming memories, ``keep: ~DRAM``, is read
+  on each Einsum's path as what they hold there, so such a memory may hold anything
+  and each chain is checked), going down the hierarchy along every path, at most
   one per memory and path; the backing node of a tensor (its first node on each user's
   path) is common to all its users (it lies in the segment of a group holding every
   user); nodes of the unbounded top memory sit at the root, as in the mapper's trees

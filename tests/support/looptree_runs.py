@@ -28,6 +28,7 @@ class RunGrammar:
             found = (
                 self._monotone[einsum]
                 and tensor not in self.ae.components(einsum)[memory].keep
+                and self.ae.components(einsum)[memory].keep_rule is None
                 and (
                     tensor not in info.outputs
                     or not info.is_copy

@@ -153,14 +153,27 @@ def random_workload(rng: random.Random, shape: str, largest: int) -> dict:
     return workload(b, *es), b
 
 
-def random_arch(rng: random.Random, levels: int, gb_bits: int, spatial: dict | None = None) -> dict:
+# Keep rules that name memories (`keep: ~DRAM`: what DRAM does not hold, per mapping):
+# the buffer's, and on three levels the RF's.
+GB_RULES = ({"keep": "~DRAM"}, {"keep": "~DRAM.tensors", "may_keep": "All"})
+RF_RULES = ({"keep": "~GB", "may_keep": "All"}, {"keep": "~(DRAM | GB)"})
+
+
+def random_arch(
+    rng: random.Random, levels: int, gb_bits: int, spatial: dict | None = None, rules: bool = False
+) -> dict:
+    """DRAM, a buffer, on three levels an RF, and a MAC; ``rules``: the buffer's and the
+    RF's keep rules name the memories above."""
     tp = lambda: rng.choice(["inf", 2, 4])  # noqa: E731
+    # With rules, DRAM may cost no more than the buffer: an intermediate may then best
+    # pass through DRAM alone, which `keep: ~DRAM` must allow.
+    dram = [1, 2, 50] if rules else [20, 50, 100]
     nodes = [
         memory(
             "DRAM",
             "inf",
-            rng.choice([20, 50, 100]),
-            rng.choice([20, 50, 100]),
+            rng.choice(dram),
+            rng.choice(dram),
             read_tp=tp(),
             write_tp=tp(),
             tensors={"keep": "~Intermediates", "may_keep": "All"},
@@ -171,12 +184,13 @@ def random_arch(rng: random.Random, levels: int, gb_bits: int, spatial: dict | N
             rng.choice([1, 2, 4]),
             rng.choice([1, 2, 4]),
             read_tp=tp(),
-            tensors={"may_keep": "All"},
+            tensors=rng.choice(GB_RULES) if rules else {"may_keep": "All"},
             spatial=[spatial] if spatial else None,
         ),  # fmt: skip
     ]
     if levels == 3:
-        nodes.append(memory("RF", rng.choice([8, 16]), 0.5, 0.5, tensors={"may_keep": "All"}))
+        rf = rng.choice(RF_RULES) if rules else {"may_keep": "All"}
+        nodes.append(memory("RF", rng.choice([8, 16]), 0.5, 0.5, tensors=rf))
     nodes.append(compute_unit("MAC", rng.choice([1, 2]), throughput=rng.choice([1, 2])))
     return arch(*nodes)
 
@@ -196,7 +210,7 @@ def case_spec(seed: int, tmp_path, shape: str | None = None):
     return write_case(rng, seed, tmp_path, wl, bounds, levels), shape
 
 
-def write_case(rng, seed, tmp_path, wl, bounds, levels, spatial=None):
+def write_case(rng, seed, tmp_path, wl, bounds, levels, spatial=None, rules=False):
     """The spec of workload ``wl`` on a random arch whose buffer may not hold it all."""
     sizes = {}
     for e in wl["workload"]["einsums"]:
@@ -207,8 +221,18 @@ def write_case(rng, seed, tmp_path, wl, bounds, levels, spatial=None):
     biggest = max(sizes.values()) * 8
     gb = rng.choice([biggest // 2, biggest, 2 * biggest])
     path = tmp_path / f"case{seed}.yaml"
-    path.write_text(to_yaml({**random_arch(rng, levels, max(gb, 16), spatial), **wl}))
+    path.write_text(to_yaml({**random_arch(rng, levels, max(gb, 16), spatial, rules), **wl}))
     return load_spec(path)
+
+
+def rule_spec(seed: int, tmp_path):
+    """A random case whose buffer's (and RF's) keep rules name the memories above them
+    (:data:`GB_RULES`, :data:`RF_RULES`): three levels on odd seeds."""
+    rng = random.Random(9000 + seed)
+    shape = SHAPES[seed % len(SHAPES)]
+    levels = 3 if seed % 2 and shape in ("chain2", "elementwise") else 2
+    wl, bounds = random_workload(rng, shape, 2 if levels == 3 or shape in ("skip", "fanout") else 3)
+    return write_case(rng, seed, tmp_path, wl, bounds, levels, rules=True), shape
 
 
 FANOUT_SHAPES = ("chain2", "elementwise", "fanout", "skip", "chain2", "chain3")

@@ -10,7 +10,7 @@ missing energies are reported only when the model asks for them.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,6 +21,7 @@ from .cim_functions import ArraySpec
 from .errors import ExpressionError, Location, SpecError
 from .expressions import ExprObject, Scope, evaluate, parse_expression
 from .fields import LazyFields, evaluate_fields
+from .kept_sets import accepts, keep_rule, kept_sets
 from .numbers import amount, count, number, positive
 from .resolve import EinsumInfo, WorkloadInfo
 from .sets import TensorSet, evaluate_set_expression, evaluate_set_keyed_dict
@@ -101,6 +102,9 @@ class ArchEvaluator:
         self.arch: A.Arch = spec.arch
         self._paths = self._node_paths()
         self._cache: dict[str, dict[str, ComponentInfo]] = {}
+        self._bases: dict[str, Scope] = {}  # per Einsum: the scope its sets are evaluated in
+        self._allowed: dict[tuple, bool] = {}  # allows_holding's answers
+        self._memories = [n.name for n in self.arch.leaves() if isinstance(n, A.Memory)]
         self._locations: dict[tuple, Location] = {}
 
     def _node_paths(self) -> dict[str, tuple]:
@@ -139,6 +143,18 @@ class ArchEvaluator:
             self._cache[einsum] = self._evaluate(self.workload.einsum(einsum))
         return self._cache[einsum]
 
+    def allows_holding(
+        self, einsum: str, path: Sequence[ComponentInfo], held: Mapping[str, frozenset[str]]
+    ) -> bool:
+        """Whether the memories on ``path`` whose rules name memories accept what a
+        template holds (``held``: memory -> tensors with a node there)."""
+        full = {m: held.get(m, frozenset()) for m in self._memories}
+        key = (einsum, tuple(c.name for c in path), tuple(sorted(full.items())))
+        if key not in self._allowed:
+            info, at = self.workload.einsum(einsum), self.locate
+            self._allowed[key] = accepts(path, self._bases[einsum], info, at, full)
+        return self._allowed[key]
+
     # ------------------------------------------------------------------ evaluation
     def _evaluate(self, info: EinsumInfo) -> dict[str, ComponentInfo]:
         leaves = {n.name: n for n in self.arch.leaves()}
@@ -151,6 +167,7 @@ class ArchEvaluator:
             locate=lambda k: self.spec.locate("arch", "variables", k),
         )
         base = info.scope.child(spec_layer, arch_vars)
+        self._bases[info.name] = base
         partial: dict[str, _Partial] = {}
         busy: list[str] = []
 
@@ -167,7 +184,9 @@ class ArchEvaluator:
                 fields = evaluate_fields(raw, scope, locate=lambda k: self.locate(name, k))
                 p = _Partial(fields)
                 partial[name] = p
-                p.kept_set = self._keep(node, base.child(sets), info)[0]
+                p.kept_set = kept_sets(node, base.child(sets), info, self.locate(name, "tensors"))[
+                    0
+                ]
                 return p
             finally:
                 busy.remove(name)
@@ -203,27 +222,6 @@ class ArchEvaluator:
                 if kind == "total" or (wanted and wanted <= may):
                     total *= fanout
         return total
-
-    def _keep(self, node: Any, scope: Scope, info: EinsumInfo) -> tuple[TensorSet, TensorSet]:
-        space: TensorSet = info.sets["All"]
-        pol = getattr(node, "tensors", None)
-        if pol is None:
-            return space - space, space - space
-        loc = self.locate(node.name, "tensors")
-        if isinstance(node, A.Toll):
-            # `Above` (tensors held above, known to the mapper) is every tensor here: a
-            # toll only charges what crosses it, so `weight & Above` costs as `weight`.
-            scope = scope.child({"Above": space})
-        keep = (
-            evaluate_set_expression(pol.keep, scope, space=space, location=loc)
-            if pol.keep is not None
-            else space - space
-        )
-        if pol.may_keep is not None:
-            may = evaluate_set_expression(pol.may_keep, scope, space=space, location=loc)
-        else:
-            may = space - space if pol.keep is not None else space
-        return keep, may
 
     def _component(
         self, node: Any, fields: dict, base: Scope, views: Mapping, sets: Mapping, info: EinsumInfo
@@ -301,8 +299,11 @@ class ArchEvaluator:
         """What a memory or toll keeps (and may keep), and the bits per value of each tensor."""
         name = node.name
         space: TensorSet = info.sets["All"]
-        keep, may = self._keep(node, set_scope, info)
-        comp.keep, comp.may_keep = keep.items, may.items
+        keep, may = kept_sets(node, set_scope, info, self.locate(name, "tensors"))
+        comp.keep_rule = keep_rule(node, self._memories, self.workload.tensors, info.name)
+        # A rule that names memories is known per template: here, bounds of every case.
+        bounds = (keep.items, may.items) if not comp.keep_rule else (frozenset(), space.items)
+        comp.keep, comp.may_keep = bounds
         if not node.bits_per_value:
             return
         found = evaluate_set_keyed_dict(

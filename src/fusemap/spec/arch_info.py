@@ -67,6 +67,12 @@ class ComponentInfo:
     n_parallel_instances: float = 1.0
     keep: frozenset[str] = frozenset()
     may_keep: frozenset[str] = frozenset()
+    keep_rule: tuple[str, ...] | None = None
+    """Set when ``keep``/``may_keep`` name other memories (``keep: ~MainMemory``): what
+    they hold is known per mapping template only, so ``keep`` is empty and ``may_keep``
+    every tensor here (bounds of every case), and the mapper checks each template's
+    holders with :meth:`ArchEvaluator.allows_holding`. The rule's text (and, when it
+    names a tensor, the Einsum), for the signature of Einsums that share tables."""
     bits_per_value: Mapping[str, float] = field(default_factory=dict)
     skip_initial_output_write: bool = True
     direction: Mapping[str, str] = field(default_factory=dict)

@@ -133,6 +133,7 @@ def _component(c: ComponentInfo, names, keyed) -> tuple[Any, ...]:
         c.actions_scale,
         names(c.keep),
         names(c.may_keep),
+        c.keep_rule,
         keyed(c.bits_per_value),
         c.skip_initial_output_write,
         keyed(c.direction),
