@@ -1,8 +1,10 @@
 """Templates that fuse nothing are searched again beside each amount another Einsum may
-hold (less room); with the energy objective such a search is skipped when the
-least-energy pmapping that fuses nothing, found with nothing held, fits beside that
-amount (mapper/search.py, ``tile_held_variants_last``). The optimum must be the same as
-with every search run, on random workloads where E1 lies between A's writer and reader.
+hold (less room); with the energy objective such a search is skipped when its
+template's least energy with nothing held is no lower than a pmapping that fuses
+nothing, found with nothing held, that fits beside that amount (mapper/search.py,
+``tile_held_variants_last``). The optimum, and the least energy beside every amount,
+must be the same as with every search run, on random workloads where E1 lies between
+A's writer and reader.
 """
 
 from __future__ import annotations
@@ -20,16 +22,16 @@ SEEDS = range(12)
 
 
 def _record_decisions(monkeypatch) -> list[bool]:
-    """Each decision of the rule from now on: True where the optimum fits (skipped)."""
+    """Each decision of the rule from now on, per variant: True where it is skipped."""
     decided: list[bool] = []
-    fits = search._fits
+    choose = search._variants_to_search
 
-    def recorded(result, row, tiler):
-        ok = fits(result, row, tiler)
-        decided.append(ok)
-        return ok
+    def recorded(out, tilers, variants):
+        rest = choose(out, tilers, variants)
+        decided.extend(i not in rest for i in sorted(variants))
+        return rest
 
-    monkeypatch.setattr(search, "_fits", recorded)
+    monkeypatch.setattr(search, "_variants_to_search", recorded)
     return decided
 
 

@@ -271,8 +271,7 @@ def tile_held_variants_last(
     first = [i for i in range(len(tilers)) if i not in variants]
     done = tile_templates([tilers[i] for i in first], counts, progress, store)
     out = dict(zip(first, done, strict=True))
-    least = _least_energy_alone(out, tilers)
-    rest = [i for i in sorted(variants) if least is None or not _fits(*least, tilers[i])]
+    rest = _variants_to_search(out, tilers, variants)
     if rest:
         again = tile_templates([tilers[i] for i in rest], counts, progress, store)
         out.update(zip(rest, again, strict=True))
@@ -283,29 +282,45 @@ def tile_held_variants_last(
     return [out[i] for i in range(len(tilers))]
 
 
-def _least_energy_alone(
-    out: dict[int, TemplateResult], tilers: list[TemplateTiler]
-) -> tuple[TemplateResult, int] | None:
-    """The least-energy row (result, row) of the tilers that fuse nothing, hold nothing."""
-    best: tuple[float, TemplateResult, int] | None = None
-    for i, result in out.items():
-        if tilers[i].alone and not tilers[i].held_key and result.rows:
-            row = int(np.argmin(result.energy))
-            if best is None or result.energy[row] < best[0]:
-                best = (float(result.energy[row]), result, row)
-    return None if best is None else (best[1], best[2])
+def _variants_to_search(
+    out: dict[int, TemplateResult], tilers: list[TemplateTiler], variants: set[int]
+) -> list[int]:
+    """The variants that may find a row cheaper than any the table has for their amount.
+
+    A variant's rows cost at least its template's least energy with nothing held (what
+    is held only takes room). Some row of a template that fuses nothing, holding nothing,
+    that fits beside the variant's amount is in the table already, and the join may take
+    it for that amount: a variant whose template's least is no lower than the cheapest
+    such row can give nothing better, and is not searched. (When the least-energy row
+    of all fits, this skips every variant of the amount.)"""
+    alone = [r for i, r in out.items() if tilers[i].alone and not tilers[i].held_key and r.rows]
+    cheapest: dict[tuple, float] = {}
+    rest, base = [], -1
+    for i in range(len(tilers)):
+        if i not in variants:
+            base = i  # a variant follows the first tiler of its template
+            continue
+        tiler, own = tilers[i], out[base]
+        floor = float(own.energy.min()) if own.rows else np.inf
+        key = (tiler.held_key, tuple(sorted(tiler.reservations.capacity.items())))
+        if key not in cheapest:
+            cheapest[key] = min((_cheapest_fitting(r, tiler) for r in alone), default=np.inf)
+        if floor < cheapest[key]:
+            rest.append(i)
+    return rest
 
 
-def _fits(result: TemplateResult, row: int, tiler: TemplateTiler) -> bool:
-    """Whether ``row`` of ``result`` fits in the room ``tiler`` leaves in every memory
-    where something is held beside it (False where the row's amount is not known)."""
+def _cheapest_fitting(result: TemplateResult, tiler: TemplateTiler) -> float:
+    """The least energy of ``result``'s rows that fit in the room ``tiler`` leaves in
+    every memory where something is held beside it (inf: none, or amounts not known)."""
+    fit = np.ones(len(result.energy), dtype=bool)
     for memory, held in tiler.held.items():
         if held > 0:
             if memory not in result.reservations:
-                return False
-            if result.reservations[memory][row] > tiler.reservations.capacity[memory] * (1 + 1e-9):
-                return False
-    return True
+                return np.inf
+            room = tiler.reservations.capacity[memory] * (1 + 1e-9)
+            fit &= result.reservations[memory] <= room
+    return float(result.energy[fit].min()) if fit.any() else np.inf
 
 
 def _empty(tiler: TemplateTiler) -> Stage:
