@@ -229,7 +229,14 @@ def test_tpu_v4i_by_hand():
     assert c["Register"].size == 8  # weight.bits_per_value if weight else 0
     assert c["MAC"].enabled and not c["ScalarUnit"].enabled  # len(All) == 3 / == 2
     assert c["MainMemory"].keep == {"W1"}  # ~Intermediates
-    assert c["GlobalBuffer"].keep == {"T1", "T2"}  # ~MainMemory.tensors
+    # ~MainMemory.tensors: what MainMemory holds in each mapping (it may hold T1 and T2)
+    assert c["GlobalBuffer"].keep_rule is not None and not c["GlobalBuffer"].keep
+    path = [c[n] for n in ("MainMemory", "GlobalBuffer")]
+    held = lambda mm, gb: {"MainMemory": frozenset(mm), "GlobalBuffer": frozenset(gb)}  # noqa: E731
+    assert comps_allow(spec, wl, path, held({"W1"}, {"T1", "T2"}))
+    assert comps_allow(spec, wl, path, held({"W1", "T1"}, {"T2"}))  # T1 bypasses it
+    assert comps_allow(spec, wl, path, held({"W1", "T1"}, {"T1", "T2"}))  # may_keep: All
+    assert not comps_allow(spec, wl, path, held({"W1"}, {"T2"}))  # T1 nowhere on chip
     assert c["LocalBuffer"].keep == {"T1", "T2"}  # input | output
     assert c["GlobalBuffer"].size == 1024 * 1024 * 128 * 8
     assert c["MainMemory"].actions["read"].throughput == pytest.approx(8 * 614e9)
@@ -376,3 +383,10 @@ def test_anchor_holders_are_ignored_other_unknown_keys_are_errors(tmp_path):
     (tmp_path / "alias.yaml").write_text("arch: &a {nodes: [!Compute {name: MAC}]}\nextra: *a\n")
     with pytest.raises(SpecError, match=r"alias\.yaml:2: extra: unknown key 'extra'"):
         load_spec(tmp_path / "alias.yaml")
+
+
+def comps_allow(spec, wl, path, held) -> bool:
+    """Whether Matmul1's memories on ``path`` accept holding ``held``."""
+    from fusemap.spec.arch_eval import ArchEvaluator
+
+    return ArchEvaluator(spec, wl).allows_holding("Matmul1", path, held)

@@ -151,6 +151,7 @@ class ArchEvaluator:
         full = {m: held.get(m, frozenset()) for m in self._memories}
         key = (einsum, tuple(c.name for c in path), tuple(sorted(full.items())))
         if key not in self._allowed:
+            self.components(einsum)  # its scope
             info, at = self.workload.einsum(einsum), self.locate
             self._allowed[key] = accepts(path, self._bases[einsum], info, at, full)
         return self._allowed[key]
