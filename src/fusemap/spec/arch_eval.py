@@ -185,9 +185,8 @@ class ArchEvaluator:
                 fields = evaluate_fields(raw, scope, locate=lambda k: self.locate(name, k))
                 p = _Partial(fields)
                 partial[name] = p
-                p.kept_set = kept_sets(node, base.child(sets), info, self.locate(name, "tensors"))[
-                    0
-                ]
+                where = self.locate(name, "tensors")
+                p.kept_set, _ = kept_sets(node, base.child(sets), info, where)
                 return p
             finally:
                 busy.remove(name)
