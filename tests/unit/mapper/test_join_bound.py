@@ -66,7 +66,9 @@ def test_answer_does_not_depend_on_epsilon(objective, kib, tables_once):
         out = map_workload(spec, objective, epsilon=eps)
         assert value(out.best.result) == pytest.approx(best, rel=1e-12)
         assert out.statistics.dirty_bound >= best * (1 - 1e-12)
-        if eps == 3.0:  # coarse boxes: the dirty join alone misses the optimum
+        if eps == 3.0 and objective == "energy":
+            # Coarse boxes: the dirty join alone misses the energy optimum. (For latency
+            # and EDP it finds it since T1 may go through DRAM alone, 2026-12-06.)
             assert out.statistics.dirty_bound > best * 1.01
 
 

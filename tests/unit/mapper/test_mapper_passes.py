@@ -43,7 +43,7 @@ arch:
     size: {{BUFFER_VALUES}} * 16
     leak_power: 0
     area: 0
-    tensors: {keep: ~DRAM, may_keep: All}
+    tensors: {keep: Intermediates, may_keep: All}  # every intermediate passes through
     actions:
     - {name: read, energy: 1e-12, throughput: 4e9}
     - {name: write, energy: 1e-12, throughput: 4e9}
