@@ -232,7 +232,7 @@ def test_tpu_v4i_by_hand():
     # ~MainMemory.tensors: what MainMemory holds in each mapping (it may hold T1 and T2)
     assert c["GlobalBuffer"].keep_rule is not None and not c["GlobalBuffer"].keep
     path = [c[n] for n in ("MainMemory", "GlobalBuffer")]
-    held = lambda mm, gb: {"MainMemory": frozenset(mm), "GlobalBuffer": frozenset(gb)}  # noqa: E731
+    held = lambda mm, gb: [("MainMemory", t) for t in mm] + [("GlobalBuffer", t) for t in gb]  # noqa: E731
     assert comps_allow(spec, wl, path, held({"W1"}, {"T1", "T2"}))
     assert comps_allow(spec, wl, path, held({"W1", "T1"}, {"T2"}))  # T1 bypasses it
     assert comps_allow(spec, wl, path, held({"W1", "T1"}, {"T1", "T2"}))  # may_keep: All

@@ -78,11 +78,9 @@ class TailScoring:
             for mem in self.memories:
                 if t in self.ae.components(name)[mem.name].keep and (t, mem.name) not in held:
                     ok = False
-        by_memory: dict[str, frozenset] = {}
-        for t, m in held:
-            by_memory[m] = by_memory.get(m, frozenset()) | {t}
         # A memory whose keep rule names memories (`keep: ~DRAM`) reads what they hold.
-        ok = ok and self.ae.allows_holding(name, self.flat[name].path, by_memory)
+        nodes = ((m, t) for t, m in held)
+        ok = ok and self.ae.allows_holding(name, self.flat[name].path, nodes)
         cost = None
         if ok:
             # A chain holds each node once: one mapping node per tuple serves every chain.

@@ -53,15 +53,6 @@ def _holder_lists(info, flat):
         yield [h for hs in combo for h in hs]
 
 
-def _by_memory(holders, flat) -> dict[str, frozenset]:
-    """Memory name -> the tensors held there."""
-    out: dict[str, frozenset] = {}
-    for t, level in holders:
-        name = flat.path[level].name
-        out[name] = out.get(name, frozenset()) | {t}
-    return out
-
-
 def _orders(holders, top):
     levels = sorted({lv for _, lv in holders})
     per = []
@@ -167,7 +158,8 @@ def mappings(spec: Spec, einsum: str, imperfect_max: int = 16, spread_max: int =
         flat = ae.flat(einsum, unit)
         top = next(i for i, c in enumerate(flat.path) if c.kind == "memory")
         for holders in _holder_lists(info, flat):
-            if not ae.allows_holding(einsum, flat.path, _by_memory(holders, flat)):
+            nodes = ((flat.path[level].name, t) for t, level in holders)
+            if not ae.allows_holding(einsum, flat.path, nodes):
                 continue  # a keep rule naming memories (`keep: ~DRAM`) is not met
             for order in _orders(holders, top):
                 n = len(order)

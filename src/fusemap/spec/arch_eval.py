@@ -10,7 +10,7 @@ missing energies are reported only when the model asks for them.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -144,11 +144,14 @@ class ArchEvaluator:
         return self._cache[einsum]
 
     def allows_holding(
-        self, einsum: str, path: Sequence[ComponentInfo], held: Mapping[str, frozenset[str]]
+        self, einsum: str, path: Sequence[ComponentInfo], held: Iterable[tuple[str, str]]
     ) -> bool:
         """Whether the memories on ``path`` whose rules name memories accept what a
-        template holds (``held``: memory -> tensors with a node there)."""
-        full = {m: held.get(m, frozenset()) for m in self._memories}
+        template holds (``held``: its (memory, tensor) storage nodes)."""
+        sets: dict[str, set[str]] = {m: set() for m in self._memories}
+        for memory, tensor in held:
+            sets[memory].add(tensor)
+        full = {m: frozenset(ts) for m, ts in sets.items()}
         key = (einsum, tuple(c.name for c in path), tuple(sorted(full.items())))
         if key not in self._allowed:
             self.components(einsum)  # its scope

@@ -137,15 +137,6 @@ def holder_sets(info: EinsumInfo, flat: FlatArch, backing: dict[str, int]) -> li
     return [sum(combo, []) for combo in itertools.product(*per_tensor)]
 
 
-def held_by(holders: list[Holder]) -> dict[str, frozenset[str]]:
-    """Memory -> the tensors with a storage node there."""
-    out: dict[str, set[str]] = {}
-    for h in holders:
-        if not h.virtual:
-            out.setdefault(h.component, set()).add(h.tensor)
-    return {m: frozenset(ts) for m, ts in out.items()}
-
-
 def holder_orders(holders: list[Holder], flat: FlatArch) -> list[tuple[Holder, ...]]:
     """Chain orders: by level; any order inside a level (fixed for unbounded backing)."""
     by_level: dict[int, list[Holder]] = {}
@@ -242,7 +233,8 @@ def templates(
         ruled = any(c.keep_rule is not None for c in flat.path)
         for b in backs:
             for hs in holder_sets(info, flat, b):
-                if ruled and not arch.allows_holding(info.name, flat.path, held_by(hs)):
+                nodes = ((h.component, h.tensor) for h in hs)
+                if ruled and not arch.allows_holding(info.name, flat.path, nodes):
                     continue
                 orders = [_with_root(o, flat) for o in holder_orders(hs, flat)]
                 for order in _with_hosting(orders, flat, info, config):
