@@ -4,12 +4,14 @@ re-evaluated per template), not as the named memory's own ``keep`` set."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from fusemap.mapper.ffm import map_workload
 from fusemap.mapper.pmappings.signature import einsum_signature
 from fusemap.mapper.space.config import config_from_spec
-from fusemap.mapper.space.templates import templates
+from fusemap.mapper.space.templates import backing_levels, join_memories, templates
 from fusemap.spec.arch_eval import ArchEvaluator
 from fusemap.spec.resolve import resolve_workload
 from fusemap.spec.spec import load_spec
@@ -111,3 +113,53 @@ def test_identical_einsums_share_a_rule_that_names_no_tensor(tmp_path):
         ae = ArchEvaluator(spec, info)
         sig = [einsum_signature(info.einsum(e), info, ae) for e in ("Y", "Z")]
         assert (sig[0] == sig[1]) is same
+
+
+def _three_level_spec(tmp_path, gb_rule: dict):
+    """The chain of ``_spec`` with a local buffer under GB that may keep anything."""
+    ar = arch(
+        memory("DRAM", "inf", 50, 50, tensors=DRAM),
+        memory("GB", 100, 2, 2, tensors=gb_rule),  # bits: less than every tensor
+        memory("LB", 40, 1, 1, tensors={"may_keep": "All"}),
+        compute_unit("MAC", 1),
+    )
+    wl = workload(
+        {"m": 2, "n0": 2, "n1": 2, "n2": 2},
+        chain_matmul("E0", "T0", "W0", "T1", "n0", "n1"),
+        chain_matmul("E1", "T1", "W1", "T2", "n1", "n2"),
+    )
+    path = tmp_path / "three.yaml"
+    path.write_text(to_yaml({**ar, **wl}))
+    return load_spec(path)
+
+
+@pytest.mark.parametrize(
+    ("rule", "levels", "joined"),
+    [
+        # DRAM does not hold T1 unless it backs it: the buffer then must, so T1 is
+        # backed in DRAM or GB, never in LB, and only GB holds other Einsums' tiles.
+        (MAY, [0, 1], {"GB"}),
+        (BYPASS, [0, 1], {"GB"}),
+        # No rule naming a memory: T1 may skip GB and be backed in LB.
+        ({"may_keep": "All"}, [0, 1, 2], {"GB", "LB"}),
+    ],
+)
+def test_backing_levels_follow_the_rules(tmp_path, rule, levels, joined):
+    """The levels that may back an intermediate (what the join's memories and the
+    held amounts are read from) are those some accepted holding has, not the bounds
+    a rule naming memories gets (``keep`` nothing, ``may_keep`` everything)."""
+    spec = _three_level_spec(tmp_path, rule)
+    wl = resolve_workload(spec)
+    ae = ArchEvaluator(spec, wl)
+    config = replace(config_from_spec(spec), fusion=True)
+    for name in ("E0", "E1"):
+        flat = ae.flat(name, "MAC")
+        assert backing_levels(wl.einsum(name), flat, ae, "T1") == levels
+        backed = {
+            h.level
+            for t in templates(wl.einsum(name), ae, config, shared=frozenset({"T1"}))
+            for h in t.holders
+            if h.tensor == "T1" and h.backing
+        }
+        assert backed == set(levels)  # the templates agree
+    assert join_memories(wl, ae, config) == joined

@@ -7,7 +7,7 @@ from __future__ import annotations
 from ...spec.arch_eval import ArchEvaluator
 from ...spec.resolve import WorkloadInfo
 from ..space.config import MapperConfig
-from ..space.templates import backing_choices, compute_units, top_level
+from ..space.templates import backing_levels, compute_units, top_level
 
 MAX_HELD_AMOUNTS = 64
 """Above this many amounts an Einsum may host, its templates that fuse nothing keep their
@@ -37,7 +37,7 @@ def held_amounts(
         for unit in compute_units(user, arch):
             flat = arch.flat(user.name, unit)
             top = top_level(flat)
-            for level in backing_choices(user, flat, t, True):
+            for level in backing_levels(user, flat, arch, t):
                 if level == top:
                     continue  # not fused (the top memory may be unable to keep it)
                 comp = flat.path[level]
