@@ -22,11 +22,14 @@ BYPASS = {"keep": "~DRAM"}  # what DRAM does not hold; nothing else
 MAY = {"keep": "~DRAM.tensors", "may_keep": "All"}  # that, and anything it likes
 
 
-def _spec(tmp_path, gb_rule: dict, dram_energy: float = 50, gb_energy: float = 2):
-    """T1 = T0 W0 (E0), T2 = T1 W1 (E1), every rank 2, on DRAM, a buffer, a MAC."""
+def _spec(tmp_path, gb_rule: dict, dram_energy: float = 50, gb_energy: float = 2, local=()):
+    """T1 = T0 W0 (E0), T2 = T1 W1 (E1), every rank 2, on DRAM, a buffer (``local``:
+    memories under it), a MAC."""
+    gb_size = 100 if local else 256  # bits: under local buffers, less than every tensor
     ar = arch(
         memory("DRAM", "inf", dram_energy, dram_energy, tensors=DRAM),
-        memory("GB", 256, gb_energy, gb_energy, tensors=gb_rule),
+        memory("GB", gb_size, gb_energy, gb_energy, tensors=gb_rule),
+        *local,
         compute_unit("MAC", 1),
     )
     wl = workload(
@@ -115,24 +118,6 @@ def test_identical_einsums_share_a_rule_that_names_no_tensor(tmp_path):
         assert (sig[0] == sig[1]) is same
 
 
-def _three_level_spec(tmp_path, gb_rule: dict):
-    """The chain of ``_spec`` with a local buffer under GB that may keep anything."""
-    ar = arch(
-        memory("DRAM", "inf", 50, 50, tensors=DRAM),
-        memory("GB", 100, 2, 2, tensors=gb_rule),  # bits: less than every tensor
-        memory("LB", 40, 1, 1, tensors={"may_keep": "All"}),
-        compute_unit("MAC", 1),
-    )
-    wl = workload(
-        {"m": 2, "n0": 2, "n1": 2, "n2": 2},
-        chain_matmul("E0", "T0", "W0", "T1", "n0", "n1"),
-        chain_matmul("E1", "T1", "W1", "T2", "n1", "n2"),
-    )
-    path = tmp_path / "three.yaml"
-    path.write_text(to_yaml({**ar, **wl}))
-    return load_spec(path)
-
-
 @pytest.mark.parametrize(
     ("rule", "levels", "joined"),
     [
@@ -148,7 +133,7 @@ def test_backing_levels_follow_the_rules(tmp_path, rule, levels, joined):
     """The levels that may back an intermediate (what the join's memories and the
     held amounts are read from) are those some accepted holding has, not the bounds
     a rule naming memories gets (``keep`` nothing, ``may_keep`` everything)."""
-    spec = _three_level_spec(tmp_path, rule)
+    spec = _spec(tmp_path, rule, local=[memory("LB", 40, 1, 1, tensors={"may_keep": "All"})])
     wl = resolve_workload(spec)
     ae = ArchEvaluator(spec, wl)
     config = replace(config_from_spec(spec), fusion=True)
