@@ -8,6 +8,7 @@ from dataclasses import replace
 
 import pytest
 
+import fusemap.mapper.space.templates as templates_module
 from fusemap.mapper.ffm import map_workload
 from fusemap.mapper.pmappings.signature import einsum_signature
 from fusemap.mapper.space.config import config_from_spec
@@ -148,3 +149,13 @@ def test_backing_levels_follow_the_rules(tmp_path, rule, levels, joined):
         }
         assert backed == set(levels)  # the templates agree
     assert join_memories(wl, ae, config) == joined
+
+
+def test_backing_levels_past_their_bound_keep_the_level(tmp_path, monkeypatch):
+    """Past ``HOLDINGS_TRIED`` holdings a level is kept unproven (the join then adds up
+    one memory more: slower, never wrong)."""
+    monkeypatch.setattr(templates_module, "HOLDINGS_TRIED", 1)
+    spec = _spec(tmp_path, MAY, local=[memory("LB", 40, 1, 1, tensors={"may_keep": "All"})])
+    wl = resolve_workload(spec)
+    ae = ArchEvaluator(spec, wl)
+    assert backing_levels(wl.einsum("E0"), ae.flat("E0", "MAC"), ae, "T1") == [0, 1, 2]

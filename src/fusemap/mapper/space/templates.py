@@ -111,6 +111,9 @@ def backing_choices(info: EinsumInfo, flat: FlatArch, tensor: str, fusion: bool)
     return out
 
 
+HOLDINGS_TRIED = 100_000
+"""Holdings :func:`backing_levels` tries per level before keeping it unproven."""
+
 _BACKABLE: weakref.WeakKeyDictionary[ArchEvaluator, dict[tuple, bool]] = weakref.WeakKeyDictionary()
 
 
@@ -141,13 +144,18 @@ def backing_levels(info: EinsumInfo, flat: FlatArch, arch: ArchEvaluator, tensor
 def _some_holding_backs(
     info: EinsumInfo, flat: FlatArch, arch: ArchEvaluator, tensor: str, level: int
 ) -> bool:
-    """Whether some holding with ``tensor`` backed at ``level`` is accepted by the rules."""
+    """Whether some holding with ``tensor`` backed at ``level`` is accepted by the rules
+    (past :data:`HOLDINGS_TRIED` holdings tried, yes: keeping a level only costs speed)."""
     choices = [
         [level] if t == tensor else backing_choices(info, flat, t, True) for t in info.tensors
     ]
+    tried = 0
     for combo in itertools.product(*choices):
         for hs in holder_sets(info, flat, dict(zip(info.tensors, combo, strict=True))):
             if arch.allows_holding(info.name, flat.path, ((h.component, h.tensor) for h in hs)):
+                return True
+            tried += 1
+            if tried >= HOLDINGS_TRIED:
                 return True
     return False
 
