@@ -30,6 +30,7 @@ from __future__ import annotations
 import itertools
 import math
 import weakref
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from ...spec import limits
@@ -146,18 +147,26 @@ def _some_holding_backs(
 ) -> bool:
     """Whether some holding with ``tensor`` backed at ``level`` is accepted by the rules
     (past :data:`HOLDINGS_TRIED` holdings tried, yes: keeping a level only costs speed)."""
-    choices = [
-        [level] if t == tensor else backing_choices(info, flat, t, True) for t in info.tensors
-    ]
+    backs = [b for b in _backing_combos(info, flat, True, frozenset()) if b[tensor] == level]
     tried = 0
-    for combo in itertools.product(*choices):
-        for hs in holder_sets(info, flat, dict(zip(info.tensors, combo, strict=True))):
-            if arch.allows_holding(info.name, flat.path, ((h.component, h.tensor) for h in hs)):
-                return True
-            tried += 1
-            if tried >= HOLDINGS_TRIED:
-                return True
-    return False
+    for hs in itertools.islice(_holdings(info, flat, backs), HOLDINGS_TRIED):
+        if _accepted(arch, info, flat, hs):
+            return True
+        tried += 1
+    return tried >= HOLDINGS_TRIED
+
+
+def _holdings(
+    info: EinsumInfo, flat: FlatArch, backs: list[dict[str, int]]
+) -> Iterator[list[Holder]]:
+    """Every holder set of every backing choice in ``backs``."""
+    for b in backs:
+        yield from holder_sets(info, flat, b)
+
+
+def _accepted(arch: ArchEvaluator, info: EinsumInfo, flat: FlatArch, hs: list[Holder]) -> bool:
+    """Whether the rules naming memories on the path accept the holders ``hs``."""
+    return arch.allows_holding(info.name, flat.path, ((h.component, h.tensor) for h in hs))
 
 
 def holder_sets(info: EinsumInfo, flat: FlatArch, backing: dict[str, int]) -> list[list[Holder]]:
@@ -281,28 +290,24 @@ def templates(
         backs = [backing] if backing else _backing_combos(info, flat, config.fusion, pinned)
         spatial = spatial_choices(info, flat, config.spread_bound)
         ruled = any(c.keep_rule is not None for c in flat.path)
-        for b in backs:
-            for hs in holder_sets(info, flat, b):
-                nodes = ((h.component, h.tensor) for h in hs)
-                if ruled and not arch.allows_holding(info.name, flat.path, nodes):
-                    continue
-                orders = [_with_root(o, flat) for o in holder_orders(hs, flat)]
-                for order in _with_hosting(orders, flat, info, config):
-                    fused = (
-                        _fused_blocks(order, flat, info, shared, config) if config.fusion else []
-                    )
-                    blocked = one(
-                        frozenset(_dead_gaps(order, flat, info).union(*(gv for _, gv in fused)))
-                    )
-                    order = one(tuple(one(h) for h in order))
-                    for loops in spatial:
-                        placed = place_spatial(order, loops)
-                        if not _spatial_may_share(placed, fused):
-                            continue
-                        placed = one(tuple(one(x) for x in placed))
-                        out.append(Template(info.name, unit, compute_level, order, placed, blocked))
-                        if len(out) > limits.current().templates:
-                            raise _too_many(info, arch)
+        for hs in _holdings(info, flat, backs):
+            if ruled and not _accepted(arch, info, flat, hs):
+                continue
+            orders = [_with_root(o, flat) for o in holder_orders(hs, flat)]
+            for order in _with_hosting(orders, flat, info, config):
+                fused = _fused_blocks(order, flat, info, shared, config) if config.fusion else []
+                blocked = one(
+                    frozenset(_dead_gaps(order, flat, info).union(*(gv for _, gv in fused)))
+                )
+                order = one(tuple(one(h) for h in order))
+                for loops in spatial:
+                    placed = place_spatial(order, loops)
+                    if not _spatial_may_share(placed, fused):
+                        continue
+                    placed = one(tuple(one(x) for x in placed))
+                    out.append(Template(info.name, unit, compute_level, order, placed, blocked))
+                    if len(out) > limits.current().templates:
+                        raise _too_many(info, arch)
     return out
 
 
