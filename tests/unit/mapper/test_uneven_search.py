@@ -21,7 +21,7 @@ import pytest
 
 from fusemap.mapper.pmappings.generate import generate_pmappings
 from fusemap.mapper.space.config import config_from_spec
-from fusemap.mapper.tiling import uneven_suffix
+from fusemap.mapper.tiling import rank_tiles, uneven_suffix
 from fusemap.mapper.tiling.rank_tiles import tiles_reaching
 from fusemap.mapper.tiling.spreads import Spreads
 from fusemap.mapper.tiling.uneven import UnevenCounts
@@ -173,3 +173,28 @@ def test_tiles_reaching_a_spreadable_one_by_hand():
     assert tiles_reaching(8, False, (2,)).tolist() == [2, 4, 8]  # 8 -> 4 -> 2 too
     assert tiles_reaching(6, True, (2, 6)).tolist() == [2, 4, 6]
     assert tiles_reaching(6, True, (4,)).tolist() == [4, 6]
+
+
+def _small_ranks(seed: int, tmp_path):
+    """Two matmuls in a chain whose ranks are 1 or 2, spread on fanouts of 2-4."""
+    rng = random.Random(200 + seed)
+    b = {v: rng.choice([1, 2]) for v in "mknq"} | {"m": 2}
+    wl = workload(
+        b, chain_matmul("A", "I", "W", "T", "k", "n"), chain_matmul("B", "T", "V", "O", "n", "q")
+    )
+    path = tmp_path / f"small{seed}.yaml"
+    path.write_text(to_yaml({**_arch(rng), **wl, "mapper": {"imperfect_max_bound": BOUND}}))
+    return load_spec(path)
+
+
+def test_ranks_of_one_or_two_are_searched_evenly_with_the_same_tables(tmp_path, monkeypatch):
+    """Every size of a rank of 1 or 2 divides it: the even search (no per-row state)
+    gives the tables the uneven one gives, row for row, costing fewer tile shapes."""
+    specs = [_small_ranks(seed, tmp_path) for seed in range(2)]
+    got = [_tables(spec) for spec in specs]
+    monkeypatch.setattr(rank_tiles, "UNEVEN_FROM", 0)  # the uneven search, as before
+    want = [_tables(spec) for spec in specs]
+    for g, w in zip(got, want, strict=True):
+        for n in w:
+            assert _fingerprint(g[n]) == _fingerprint(w[n]), n
+    assert sum(map(_evaluated, got)) < sum(map(_evaluated, want))

@@ -13,6 +13,10 @@ from ..space.config import MapperConfig
 from ..space.templates import Template
 from ..space.tiles import candidate_sizes, next_sizes
 
+UNEVEN_FROM = 3
+"""Smallest rank a loop can cut into unequal tiles (3 as 2 + 1): below it, every size
+divides the rank."""
+
 MAX_DENSE_LOOKUP = 1 << 16
 """Up to this bound, tile size -> candidate index is a table; above it, a binary search
 (a table as long as the rank would cost memory growing with the rank size)."""
@@ -83,11 +87,16 @@ class RankTiles:
     @classmethod
     def of(cls, info: EinsumInfo, template: Template, config: MapperConfig) -> RankTiles:
         """A variable spread by a spatial loop may be cut unevenly up to the spread
-        bound, any other up to the imperfect bound."""
+        bound, any other up to the imperfect bound. A rank of 1 or 2 is cut evenly
+        whatever its bound: each of its sizes divides it, so an imperfect cut or an
+        uneven spread leaves the tiles an even one does (and the even search is far
+        cheaper: GPT-3 at batch 2)."""
         spread = {s.var for s in template.spatial}
         names = list(info.rank_variables)
         imperfect = [
-            info.bounds[v] <= (config.spread_bound if v in spread else config.imperfect_bound)
+            UNEVEN_FROM
+            <= info.bounds[v]
+            <= (config.spread_bound if v in spread else config.imperfect_bound)
             for v in names
         ]
         tables = [tile_tables(info.bounds[v], i) for v, i in zip(names, imperfect, strict=True)]
