@@ -5,7 +5,10 @@ the peak resident memory, the energy, the fused tensors and the mapper statistic
 Target (issue 15): under 35 s on 2 cores with the full fused mapspace (the established
 mapper takes 370-530 s there).
 
-usage: python benchmarks/gpt3.py [--jobs 2] [--objective energy]
+--batch and --tokens probe other sizes (experiments/ffm/README.md, Headline: at 256
+tokens batch 1 takes 17 s, batch 2 44 s, batch 4 14 minutes, batch 64 runs out of 24 GB).
+
+usage: python benchmarks/gpt3.py [--jobs 2] [--objective energy] [--batch 1] [--tokens 2048]
 """
 
 from __future__ import annotations
@@ -29,16 +32,20 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--objective", default="energy")
+    ap.add_argument("--batch", type=int, default=VARIABLES["BATCH_SIZE"])
+    ap.add_argument("--tokens", type=int, default=VARIABLES["N_NEW_TOKENS"])
     args = ap.parse_args()
     t = time.perf_counter()
-    spec = load_spec(ARCH, WORKLOAD, variables=VARIABLES)
+    sizes = {"BATCH_SIZE": args.batch, "N_NEW_TOKENS": args.tokens}
+    spec = load_spec(ARCH, WORKLOAD, variables={**VARIABLES, **sizes})
     out = map_workload(spec, args.objective, jobs=args.jobs)
     total = time.perf_counter() - t
     own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     res = out.best.result
     st = out.statistics
-    print(f"GPT-3 6.7B on tpu_v4i, objective {args.objective}, {args.jobs} workers")
+    print(f"GPT-3 6.7B (batch {args.batch}, {args.tokens} tokens) on tpu_v4i, "
+          f"objective {args.objective}, {args.jobs} workers")  # fmt: skip
     print(f"total {total:.1f} s (target < 35 s); phases: "
           + ", ".join(f"{k} {v:.1f} s" for k, v in st.seconds.items()))  # fmt: skip
     print(f"peak RSS {max(own, kids) / 1024:.0f} MB here, {st.peak_mb:.0f} MB in a worker")
