@@ -49,10 +49,16 @@ def _chain(seed: int, tmp_path, deep: bool = False):
     (evenly). ``deep``: one fanout on the register files, one on the MACs below them."""
     rng = random.Random(seed)
     b = {"m": 3, "k": rng.choice([1, 2]), "n": 6, "q": rng.choice([1, 2])}
+    return _chain_of(b, rng, tmp_path / f"chain{seed}.yaml", deep)
+
+
+def _chain_of(bounds: dict, rng: random.Random, path, deep: bool = False):
+    """Two matmuls in a chain with ``bounds`` on :func:`_arch`, written to ``path``."""
     wl = workload(
-        b, chain_matmul("A", "I", "W", "T", "k", "n"), chain_matmul("B", "T", "V", "O", "n", "q")
+        bounds,
+        chain_matmul("A", "I", "W", "T", "k", "n"),
+        chain_matmul("B", "T", "V", "O", "n", "q"),
     )
-    path = tmp_path / f"chain{seed}.yaml"
     path.write_text(to_yaml({**_arch(rng, deep), **wl, "mapper": {"imperfect_max_bound": BOUND}}))
     return load_spec(path)
 
@@ -179,12 +185,7 @@ def _small_ranks(seed: int, tmp_path):
     """Two matmuls in a chain whose ranks are 1 or 2, spread on fanouts of 2-4."""
     rng = random.Random(200 + seed)
     b = {v: rng.choice([1, 2]) for v in "mknq"} | {"m": 2}
-    wl = workload(
-        b, chain_matmul("A", "I", "W", "T", "k", "n"), chain_matmul("B", "T", "V", "O", "n", "q")
-    )
-    path = tmp_path / f"small{seed}.yaml"
-    path.write_text(to_yaml({**_arch(rng), **wl, "mapper": {"imperfect_max_bound": BOUND}}))
-    return load_spec(path)
+    return _chain_of(b, rng, tmp_path / f"small{seed}.yaml")
 
 
 def test_ranks_of_one_or_two_are_searched_evenly_with_the_same_tables(tmp_path, monkeypatch):
