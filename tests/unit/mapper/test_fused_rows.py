@@ -12,7 +12,7 @@ import numpy as np
 
 from fusemap.mapper.pmappings.fused_rows import (
     fused_criteria,
-    pruned_before_orders,
+    rows_kept_before_orders,
     stacked_buckets,
 )
 from fusemap.mapper.space.templates import Holder, Template
@@ -30,8 +30,10 @@ def _ctx(tracked=("GB",), capacity=1e9):
 
 
 def _pruned(pairs, objective, alone):
-    """:func:`pruned_before_orders` of (result, context) pairs."""
-    return pruned_before_orders([r for r, _ in pairs], [c for _, c in pairs], objective, alone)
+    """The results of (result, context) pairs cut to :func:`rows_kept_before_orders`."""
+    results = [r for r, _ in pairs]
+    kept = rows_kept_before_orders(results, [c for _, c in pairs], objective, alone)
+    return [r if k is None else r.compact(k) for r, k in zip(results, kept, strict=True)]
 
 
 def _result(holders, energy, buckets, totals, seq=(5, 6)):

@@ -33,18 +33,14 @@ def with_relaxed_twins(
 def floor_under(result: TemplateResult, ceiling: float) -> float:
     """A relaxed twin's least energy if at most ``ceiling``, else +inf (its rows above
     the ceiling were cut by the branch and bound)."""
-    if not result.rows:
-        return np.inf
-    least = float(result.energy.min())
+    least = result.least_energy
     return least if least <= ceiling * (1 + 1e-9) else np.inf
 
 
 def least_latency(result: TemplateResult) -> float:
     """A relaxed twin's least latency (+inf: no row; -inf, bounding nothing, if a
     latency was left unknown)."""
-    if not result.rows:
-        return np.inf
-    least = float(result.latency.min())
+    least = result.least_latency
     return -np.inf if math.isnan(least) else least
 
 
@@ -56,12 +52,12 @@ def least_energy_by_template(
     no row beat the best template finished before it), that best; +inf if none is valid."""
     best: dict[tuple, float] = {}
     for r, t in zip(done, tilers, strict=True):
-        if t.alone and r.rows:
-            best[t.held_key] = min(best.get(t.held_key, np.inf), float(r.energy.min()))
+        if t.alone:
+            best[t.held_key] = min(best.get(t.held_key, np.inf), r.least_energy)
     out: dict[tuple, float] = {}
     for r, t in zip(done, tilers, strict=True):
-        if r.rows:
-            floor = float(r.energy.min())
+        if np.isfinite(r.least_energy):
+            floor = r.least_energy
         elif t.alone:
             floor = best.get(t.held_key, np.inf)
         else:

@@ -3,10 +3,10 @@ can run before the loop orders of their prefix gaps are added.
 
 A fused pmapping is compared only with rows of its own prefix, on energy (and latency
 unless the objective is energy alone) and its private reservations per loop depth
-(:func:`fused_criteria`). :func:`pruned_before_orders` drops, before
-:func:`fusemap.mapper.tiling.gap_orders.with_gap_orders` multiplies them, the rows another
-template's row dominates in every order of their gaps (the proof is in ``docs/ffm.md``,
-"Loop orders in a fused prefix").
+(:func:`fused_criteria`). :func:`rows_kept_before_orders` finds, before
+:func:`fusemap.mapper.tiling.gap_orders.with_gap_orders` multiplies them, the rows no
+other template's row dominates in every order of their gaps (the proof is in
+``docs/ffm.md``, "Loop orders in a fused prefix").
 """
 
 from __future__ import annotations
@@ -57,12 +57,13 @@ def fused_criteria(
     return crit
 
 
-def pruned_before_orders(
+def rows_kept_before_orders(
     results: list[TemplateResult], contexts: list[GapContext], objective: str, alone: bool
-) -> list[TemplateResult]:
-    """``results`` (each template's, with its search's context) without the rows a row of another
-    template dominates in the same prefix, where both templates have the same nodes
-    above their prefix gaps, in the same memories of the same capacities.
+) -> list[np.ndarray | None]:
+    """Per result of ``results`` (each template's, with its search's context), its rows
+    no row of another template dominates in the same prefix, where both templates have
+    the same nodes above their prefix gaps, in the same memories of the same capacities
+    (None: all of them).
 
     Every order of the gaps then gives both rows one prefix and changes their costs by
     the same amounts (one prefix fixes the tiles of its gaps, the nodes fix what an
@@ -73,7 +74,7 @@ def pruned_before_orders(
     for i, (r, ctx) in enumerate(zip(results, contexts, strict=True)):
         if r.seq is not None and r.rows:
             by_kind.setdefault(_order_kind(r, ctx), []).append(i)
-    out = list(results)
+    out: list[np.ndarray | None] = [None] * len(results)
     for kind, members in by_kind.items():
         if len(members) < 2:
             continue
@@ -90,7 +91,7 @@ def pruned_before_orders(
             rows = np.flatnonzero(keep[at : at + r.rows])
             at += r.rows
             if len(rows) < r.rows:
-                out[i] = r.compact(rows)
+                out[i] = rows
     return out
 
 

@@ -22,11 +22,11 @@ from ..space.config import MapperConfig, config_from_spec
 from ..space.prefix import PrefixInterner
 from ..space.templates import Template, join_memories, template_key, templates, top_memory
 from ..tiling.fronts import FrontStore
-from ..tiling.gap_orders import OrderCounter, with_gap_orders
+from ..tiling.gap_orders import OrderCounter
 from ..tiling.result import TemplateResult
 from ..tiling.search import TilingCounts, tile_held_variants_last
 from ..tiling.tiler import TemplateTiler
-from .combine import combined_fused_table, combined_table
+from .combine import combined_table
 from .floors import (
     floor_under,
     least_energy_by_template,
@@ -34,13 +34,10 @@ from .floors import (
     least_latency_by_template,
     with_relaxed_twins,
 )
-from .fused_rows import pruned_before_orders
 from .held import held_amounts
+from .ordered import Ordering, PrunedAsFinished, RowFilter
 from .signature import tiling_context
 from .table import PmappingStats, PmappingTable
-
-RowFilter = Callable[[TemplateResult, PrefixInterner], np.ndarray]
-"""Which rows of a template's result may be of use (a boolean per row)."""
 
 SKIP_FITTING_VARIANTS = True
 """Energy objective: a template that fuses nothing is not searched again beside an amount
@@ -105,8 +102,10 @@ def generate_pmappings(
     if fronts is not None:
         fronts.context = search.tiling_context()
     counts = TilingCounts()
+    ordering = search.ordering(useful) if search.config.fusion else None
+    pruner = PrunedAsFinished(ordering, search.order_counter) if ordering and prune else None
     done = tile_held_variants_last(
-        tilers, variants, counts, _stepper(progress, len(tilers)), fronts
+        tilers, variants, counts, _stepper(progress, len(tilers)), fronts, pruner
     )
     relaxed = {template_key(t.t): r for r, t in zip(done, tilers, strict=True) if t.relaxed}
     done = [r for r, t in zip(done, tilers, strict=True) if not t.relaxed]
@@ -114,7 +113,7 @@ def generate_pmappings(
     floors = least_energy_by_template(done, tilers) if with_floors else {}
     full_ceiling = _full_ceiling(done, ceiling, objective)
     table = _pruned_table(
-        search, [(r, t) for r, t in zip(done, tilers, strict=True) if r.rows], useful
+        search, [(r, t) for r, t in zip(done, tilers, strict=True) if r.rows], ordering
     )
     _compact(table)
     table.floors = floors
@@ -180,6 +179,19 @@ class EinsumSearch:
             self.info, self.workload, self.arch, self.config, self.objective, self.prune,
             self.joined,
         )  # fmt: skip
+
+    def ordering(self, useful: RowFilter | None) -> Ordering:
+        """How the fused results become one table (:mod:`.ordered`)."""
+        einsum = self.info.name
+        return Ordering(
+            einsum, self.objective, self.shared, self.interner,
+            {t: top_memory(self.arch, einsum) for t in self.shared}, self.prune,
+            self.amounts == [{}], useful,
+        )  # fmt: skip
+
+    def order_counter(self) -> OrderCounter:
+        """A counter of the rows loop orders add, against the limit."""
+        return OrderCounter(self.arch.spec.locate_einsum(self.info.index))
 
     def tiler(self, template: Template, held: dict[str, float] | None) -> TemplateTiler:
         """A tiler of ``template`` (beside the ``held`` bits per memory)."""
@@ -255,45 +267,22 @@ def _stepper(progress: Callable[[int, int], None] | None, total: int) -> Callabl
 def _pruned_table(
     search: EinsumSearch,
     kept: list[tuple[TemplateResult, TemplateTiler]],
-    useful: RowFilter | None = None,
+    ordering: Ordering | None,
 ) -> PmappingTable:
-    """The templates' rows in one Pareto-pruned table; with fusion, with every loop
-    order of the prefix gaps first (of the ``useful`` rows only: a row another
-    dominates is no more useful than it, so pruning after is the same). Latencies left
-    unknown (energy pruned alone) are computed last, for the rows kept."""
-    einsum, objective, prune = search.info.name, search.objective, search.prune
+    """The templates' rows in one Pareto-pruned table; with fusion (``ordering``), with
+    every loop order of the prefix gaps first (:mod:`.ordered`). Latencies left unknown
+    (energy pruned alone) are computed last, for the rows kept."""
     results = [r for r, _ in kept]
-    if search.config.fusion:
-        counter = OrderCounter(search.arch.spec.locate_einsum(search.info.index))
-        alone = search.amounts == [{}]  # hosts nothing: rows that fuse nothing run alone
+    if ordering is not None:
         contexts = [t.gap_context() for _, t in kept]
-        if prune:
-            results = pruned_before_orders(results, contexts, objective, alone)
-        interner = search.interner
-        if useful is not None:
-            results = [_useful_rows(r, useful, interner) for r in results]
-        results = [
-            _unmarked(with_gap_orders(r, ctx, interner, counter), interner)
-            for r, ctx in zip(results, contexts, strict=True)
-        ]
-        top = {t: top_memory(search.arch, einsum) for t in search.shared}
-        table = combined_fused_table(
-            einsum, results, objective, search.shared, interner, top, prune, alone
-        )
+        results = ordering.ordered(results, contexts, search.order_counter())[0]
+        table = ordering.table(results)
     else:
-        table = combined_table(einsum, results, objective, search.shared)
+        table = combined_table(search.info.name, results, search.objective, search.shared)
     for k in np.unique(table.template[np.isnan(table.latency)]):
         rows = np.flatnonzero(table.template == k)  # energy pruned alone: latency last
         table.latency[rows] = kept[k][1].latency_of(results[k], table.row[rows])
     return table
-
-
-def _useful_rows(
-    result: TemplateResult, useful: RowFilter, interner: PrefixInterner
-) -> TemplateResult:
-    """``result`` with only the rows ``useful`` keeps."""
-    keep = np.asarray(useful(result, interner), dtype=bool)
-    return result if keep.all() else result.compact(np.flatnonzero(keep))
 
 
 def _compact(table: PmappingTable) -> None:
@@ -319,7 +308,7 @@ def _full_ceiling(done: list[TemplateResult], ceiling: float, objective: str) ->
     energy branch and bound."""
     if objective != "energy":
         return np.inf  # twins searched without the energy branch and bound
-    own = [float(r.energy.min()) for r in done if r.rows]  # relaxed only: the ceiling given
+    own = [r.least_energy for r in done if np.isfinite(r.least_energy)]  # none: the ceiling given
     return min(own) if own else float(ceiling)
 
 
@@ -341,14 +330,6 @@ def _peak_mb() -> float:
         return 0.0
     kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return kb / 1024 if sys.platform != "darwin" else kb / 2**20
-
-
-def _unmarked(result: TemplateResult, interner: PrefixInterner) -> TemplateResult:
-    """``result`` with the own-node marks taken out of its prefixes (its loop orders are
-    in: from here on, rows of one prefix compete whatever nodes lie among its loops)."""
-    if result.seq is None:
-        return result
-    return replace(result, seq=interner.unmarked(result.seq))
 
 
 def _keep_used_prefixes(table: PmappingTable) -> None:

@@ -89,24 +89,36 @@ def with_gap_orders(
     res: TemplateResult, ctx: GapContext, interner: PrefixInterner, counter: OrderCounter
 ) -> TemplateResult:
     """``res`` with a row for every other loop order of its rows' prefix gaps."""
+    return gap_order_rows(res, ctx, interner, counter)[0]
+
+
+def gap_order_rows(
+    res: TemplateResult, ctx: GapContext, interner: PrefixInterner, counter: OrderCounter
+) -> tuple[TemplateResult, np.ndarray]:
+    """:func:`with_gap_orders`, and per row of it, the row of ``res`` it is an order of
+    (its own first: the canonical orders)."""
+    same = np.arange(res.rows)
     if res.seq is None or ctx.p_max < 1 or res.rows == 0:
-        return res
+        return res, same
     rows = np.flatnonzero(interner.loop_counts(res.seq) >= 2)  # two loops or more
     if len(rows) == 0:
-        return res
+        return res, same
     here, mids = res.gap_tiles(rows)
     masks = _looped_masks(res, here, mids)[:, : ctx.p_max]
     spatial = np.array([len(_spatial_in(res, j)) for j in range(ctx.p_max)], dtype=np.int64)
     several = (_popcount(masks) + spatial >= 2).any(axis=1)  # in one gap
     rows, masks = rows[several], masks[several]
     if len(rows) == 0:
-        return res
+        return res, same
     patterns, which = np.unique(masks, axis=0, return_inverse=True)
     which = which.ravel()
     pieces: list[_Piece] = []
     for p, mask in enumerate(patterns.tolist()):
         pieces += _expanded(res, ctx, interner, counter, rows[which == p], mask)
-    return _appended(res, pieces) if pieces else res
+    if not pieces:
+        return res, same
+    idx = np.concatenate([same, *(p.rows for p in pieces)])
+    return _appended(res, pieces, idx), idx
 
 
 class _Piece(NamedTuple):
@@ -286,10 +298,10 @@ def _looped_masks(res: TemplateResult, here: list, mids: list) -> np.ndarray:
     return np.stack([(m < h) @ weights for h, m in zip(here, mids, strict=True)], axis=1)
 
 
-def _appended(res: TemplateResult, pieces: list[_Piece]) -> TemplateResult:
-    """``res`` with the rows of ``pieces`` (copies of its rows, other prefixes)."""
+def _appended(res: TemplateResult, pieces: list[_Piece], idx: np.ndarray) -> TemplateResult:
+    """``res`` with the rows of ``pieces`` (copies of its rows, other prefixes; ``idx``:
+    the row of ``res`` behind each row of the outcome)."""
     assert res.seq is not None
-    idx = np.concatenate([np.arange(res.rows), *(p.rows for p in pieces)])
     reservations = {m: v[idx] for m, v in res.reservations.items()}
     buckets = {m: b[idx] for m, b in res.buckets.items()}
     at = res.rows

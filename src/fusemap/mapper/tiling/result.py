@@ -33,6 +33,29 @@ class TemplateResult:
     buckets: dict[str, np.ndarray] = field(default_factory=dict)
     """Fusion: memory -> (R, K+1) private reservations by loop depth (last column:
     below every fused backing node); fused backing nodes are left out (shared)."""
+    searched_least: tuple[float, float] | None = None
+    """Least (energy, latency) of the rows as searched (+inf: none; latency nan: left
+    unknown), kept when rows are dropped (:meth:`compact`): floors of every tile shape
+    of the template the search kept, whatever pruning across templates takes later."""
+
+    def __post_init__(self) -> None:
+        if self.searched_least is None:
+            if self.rows:
+                self.searched_least = (float(self.energy.min()), float(self.latency.min()))
+            else:
+                self.searched_least = (np.inf, np.inf)
+
+    @property
+    def least_energy(self) -> float:
+        """Least energy of the rows as searched (+inf: none)."""
+        assert self.searched_least is not None
+        return self.searched_least[0]
+
+    @property
+    def least_latency(self) -> float:
+        """Least latency of the rows as searched (+inf: none; nan: left unknown)."""
+        assert self.searched_least is not None
+        return self.searched_least[1]
 
     @property
     def rows(self) -> int:
@@ -61,6 +84,7 @@ class TemplateResult:
             {n: v[rows] for n, v in self.latency_counts.items()},
             None if self.seq is None else self.seq[rows],
             {m: b[rows] for m, b in self.buckets.items()},
+            self.searched_least,
         )  # fmt: skip
 
     def trail(self, row: int) -> list[tuple[np.ndarray, np.ndarray]]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
@@ -29,11 +30,22 @@ class TilingCounts:
     least so far, :attr:`TemplateTiler.least_slack`) were all kept."""
 
 
+class ResultPruner(Protocol):
+    """Told of each template finished (``out[i]``, of ``tilers[i]``), may replace results
+    of ``out`` by fewer of their rows: those a prune across templates would keep (what
+    the search holds stays small)."""
+
+    def __call__(
+        self, tilers: list[TemplateTiler], out: list[TemplateResult | None], i: int
+    ) -> None: ...
+
+
 def tile_templates(
     tilers: list[TemplateTiler],
     counts: TilingCounts | None = None,
     progress: Callable[[int], None] | None = None,
     store: FrontStore | None = None,
+    pruner: ResultPruner | None = None,
 ) -> list[TemplateResult]:
     """Run the search for many templates, sharing the stages their prefixes agree on.
 
@@ -41,7 +53,7 @@ def tile_templates(
     order of the lower storage nodes) see the same partial tile shapes down to ``j``, so
     the search forks there instead of starting again. Results come in input order.
     """
-    search = _SharedSearch(tilers, counts, progress, store)
+    search = _SharedSearch(tilers, counts, progress, store, pruner)
     by_unit: dict[str, list[int]] = {}
     for i, t in enumerate(tilers):
         # Templates that fuse nothing and hold nothing, searched by an earlier table of
@@ -69,8 +81,10 @@ class _SharedSearch:
         counts: TilingCounts | None,
         progress: Callable[[int], None] | None,
         store: FrontStore | None,
+        pruner: ResultPruner | None = None,
     ) -> None:
         self.tilers, self.counts, self.progress, self.store = tilers, counts, progress, store
+        self.pruner = pruner
         self.out: list[TemplateResult | None] = [None] * len(tilers)
         self.fronts = front_cache(tilers, store)  # bottom-up fronts of template suffixes
         # Branch and bound over templates that fuse nothing (energy objective): only their
@@ -102,6 +116,8 @@ class _SharedSearch:
         if tiler.alone and result.rows:
             key = tiler.held_key
             self.best[key] = min(self.best.get(key, np.inf), float(result.energy.min()))
+        if self.pruner is not None:
+            self.pruner(self.tilers, self.out, i)
         if self.progress:
             self.progress(1)
 
@@ -258,6 +274,7 @@ def tile_held_variants_last(
     counts: TilingCounts | None = None,
     progress: Callable[[int], None] | None = None,
     store: FrontStore | None = None,
+    pruner: ResultPruner | None = None,
 ) -> list[TemplateResult]:
     """:func:`tile_templates`, the tilers ``variants`` last: those of templates that fuse
     nothing, searched again with another Einsum's tensors held beside them (less room).
@@ -269,7 +286,7 @@ def tile_held_variants_last(
     amount's cheapest too, and already in the table: its variants search nothing.
     """
     first = [i for i in range(len(tilers)) if i not in variants]
-    done = tile_templates([tilers[i] for i in first], counts, progress, store)
+    done = tile_templates([tilers[i] for i in first], counts, progress, store, pruner)
     out = dict(zip(first, done, strict=True))
     rest = _variants_to_search(out, tilers, variants)
     if rest:
@@ -301,7 +318,7 @@ def _variants_to_search(
             base = i  # a variant follows the first tiler of its template
             continue
         tiler, own = tilers[i], out[base]
-        floor = float(own.energy.min()) if own.rows else np.inf
+        floor = own.least_energy  # as searched (rows may have been pruned since)
         key = (tiler.held_key, tuple(sorted(tiler.reservations.capacity.items())))
         if key not in cheapest:
             cheapest[key] = min((_cheapest_fitting(r, tiler) for r in alone), default=np.inf)

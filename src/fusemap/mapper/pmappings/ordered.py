@@ -1,0 +1,134 @@
+"""Fused template results with every loop order of their prefix gaps, pruned across
+templates into one table; and the same prune run while the search goes on
+(:class:`PrunedAsFinished`), so a search of thousands of templates holds a few of its
+rows at a time, not all of them until the end.
+
+Pruning as templates finish keeps exactly the rows the prune at the end keeps: a row
+dropped early is dominated by a row held then, which is either kept at the end or
+dropped by a row dominating both (dominance is transitive), and of rows equal in every
+criterion the first in template order is kept either way (every prune stacks the
+templates in their order). Only rows no order of which survives are dropped, so the
+prune at the end sees every order it would have kept.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from ..space.prefix import PrefixInterner
+from ..tiling.gap_orders import GapContext, OrderCounter, gap_order_rows
+from ..tiling.result import TemplateResult
+from ..tiling.tiler import TemplateTiler
+from .combine import combined_fused_table
+from .fused_rows import rows_kept_before_orders
+from .table import PmappingTable
+
+RowFilter = Callable[[TemplateResult, PrefixInterner], np.ndarray]
+"""Which rows of a template's result may be of use (a boolean per row)."""
+
+PRUNE_FROM_ROWS = 400_000
+"""Rows held (searched since the last prune, and kept by it) before the templates
+finished so far are pruned across (:class:`PrunedAsFinished`); the tests set it low."""
+
+
+@dataclass
+class Ordering:
+    """How the fused results of one Einsum's templates become one table: the rows
+    another template's row dominates in every order dropped, the ``useful`` ones kept,
+    every loop order of their prefix gaps added, one Pareto prune per prefix."""
+
+    einsum: str
+    objective: str
+    shared: frozenset[str]
+    interner: PrefixInterner
+    top: dict[str, str]
+    prune: bool
+    alone: bool  # the Einsum hosts nothing: rows that fuse nothing run alone
+    useful: RowFilter | None = None
+
+    def ordered(
+        self, results: list[TemplateResult], contexts: list[GapContext], counter: OrderCounter
+    ) -> tuple[list[TemplateResult], list[np.ndarray]]:
+        """``results`` with their loop orders (own-node marks taken out of their
+        prefixes), and per row of each, the row of the given result behind it."""
+        n = len(results)
+        kept = rows_kept_before_orders(results, contexts, self.objective, self.alone)
+        out, sources = [], []
+        for r, k, ctx in zip(results, kept if self.prune else [None] * n, contexts, strict=True):
+            src = np.arange(r.rows) if k is None else k
+            if k is not None:
+                r = r.compact(k)
+            if self.useful is not None:
+                keep = np.flatnonzero(np.asarray(self.useful(r, self.interner), dtype=bool))
+                if len(keep) < r.rows:
+                    r, src = r.compact(keep), src[keep]
+            r, idx = gap_order_rows(r, ctx, self.interner, counter)
+            out.append(_unmarked(r, self.interner))
+            sources.append(src[idx])
+        return out, sources
+
+    def table(self, results: list[TemplateResult]) -> PmappingTable:
+        """The ordered ``results``' rows in one table, Pareto-pruned per prefix."""
+        return combined_fused_table(
+            self.einsum, results, self.objective, self.shared, self.interner, self.top,
+            self.prune, self.alone,
+        )  # fmt: skip
+
+
+class PrunedAsFinished:
+    """A :class:`~fusemap.mapper.tiling.search.ResultPruner`: when the rows held reach
+    :data:`PRUNE_FROM_ROWS` (and twice what the last prune kept), every finished
+    template's result is cut to the rows whose orders the prune across templates keeps.
+
+    Relaxed twins (floors over the whole fused space) are left out, and the results of
+    templates that fuse nothing and hold nothing are left whole (their cheapest rows
+    decide which variants are searched again, :mod:`fusemap.mapper.tiling.search`)."""
+
+    def __init__(self, ordering: Ordering, counter: Callable[[], OrderCounter]) -> None:
+        self.ordering, self.counter = ordering, counter
+        self.held = 0  # rows of the results finished so far
+        self.next_at = PRUNE_FROM_ROWS
+        self.prunes = 0
+
+    def __call__(
+        self, tilers: list[TemplateTiler], out: list[TemplateResult | None], i: int
+    ) -> None:
+        r = out[i]
+        if r is None or tilers[i].relaxed:
+            return
+        self.held += r.rows
+        if self.held >= self.next_at:
+            self.held = self.prune(tilers, out)
+            self.next_at = max(PRUNE_FROM_ROWS, 2 * self.held)
+            self.prunes += 1
+
+    def prune(self, tilers: list[TemplateTiler], out: list[TemplateResult | None]) -> int:
+        """Cut the results of ``out`` to the rows some order of which the prune across
+        them keeps; the rows held after."""
+        idx = [k for k, r in enumerate(out) if r is not None and r.rows and not tilers[k].relaxed]
+        results = [r for r in (out[k] for k in idx) if r is not None]
+        contexts = [tilers[k].gap_context() for k in idx]
+        ordered, sources = self.ordering.ordered(results, contexts, self.counter())
+        table = self.ordering.table(ordered)
+        order = np.argsort(table.template, kind="stable")
+        starts = np.searchsorted(table.template[order], np.arange(len(idx) + 1))
+        held = 0
+        for j, k in enumerate(idx):
+            r = results[j]
+            if not (tilers[k].alone and not tilers[k].held_key):
+                rows = np.unique(sources[j][table.row[order[starts[j] : starts[j + 1]]]])
+                if len(rows) < r.rows:
+                    r = out[k] = r.compact(rows)
+            held += r.rows
+        return held
+
+
+def _unmarked(result: TemplateResult, interner: PrefixInterner) -> TemplateResult:
+    """``result`` with the own-node marks taken out of its prefixes (its loop orders are
+    in: from here on, rows of one prefix compete whatever nodes lie among its loops)."""
+    if result.seq is None:
+        return result
+    return replace(result, seq=interner.unmarked(result.seq))

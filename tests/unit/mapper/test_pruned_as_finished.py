@@ -1,0 +1,78 @@
+"""Pruning across templates while the search goes on (``pmappings/ordered.py``,
+``PrunedAsFinished``): the tables are those of one prune at the end, row for row and in
+order (template, trail, prefix, costs), with the same floors, though rows were dropped
+on the way (the search holds fewer)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from fusemap.mapper.pmappings import ordered
+from fusemap.mapper.pmappings.generate import generate_pmappings
+from fusemap.mapper.space.config import config_from_spec
+from fusemap.mapper.space.templates import template_key
+from fusemap.spec.resolve import resolve_workload
+from tests.support.ffm_cases import ffm_case
+
+CASES = [(1, False, False), (2, True, False), (3, False, True), (5, True, True)]
+"""(seed, fanout, on_chip) of :func:`ffm_case`."""
+
+
+def _fingerprint(table) -> list:
+    """A table's rows in order: template, trail, prefix, energy, latency, reservations;
+    then its floors."""
+    prefixes = table.fusion.interner.prefixes
+    rows = []
+    for i in range(len(table)):
+        result = table.results[int(table.template[i])]
+        row = int(table.row[i])
+        trail = [(a.tolist(), b.tolist()) for a, b in result.trail(row)]
+        res = [float(table.reservations[m][i]) for m in sorted(table.reservations)]
+        prefix = repr(prefixes[int(table.fusion.seq[i])])
+        rows.append(
+            (template_key(result.template), trail, prefix, float(table.energy[i]),
+             float(table.latency[i]), res)
+        )  # fmt: skip
+    floors = (table.floors, table.floors_latency, table.full_floors, table.complete_to)
+    return [rows, repr(floors)]
+
+
+def _tables(spec, objective: str) -> list:
+    config = replace(config_from_spec(spec), fusion=True)
+    return [
+        _fingerprint(
+            generate_pmappings(
+                spec,
+                e.name,
+                objective=objective,
+                config=config,
+                with_floors=True,
+                full_floors=True,
+            )  # fmt: skip
+        )
+        for e in resolve_workload(spec).einsums
+    ]
+
+
+@pytest.mark.parametrize("objective", ["energy", "all"])
+@pytest.mark.parametrize("case", CASES, ids=lambda c: f"seed{c[0]}-fanout{c[1]}-chip{c[2]}")
+def test_pruning_as_templates_finish_leaves_the_tables(case, objective, tmp_path, monkeypatch):
+    seed, fanout, on_chip = case
+    spec = ffm_case(seed, tmp_path, fanout=fanout, on_chip=on_chip)
+    want = _tables(spec, objective)  # one prune at the end (cases too small for more)
+    dropped = []
+    real = ordered.PrunedAsFinished.prune
+
+    def spy(self, tilers, out):
+        before = sum(r.rows for r in out if r is not None)
+        held = real(self, tilers, out)
+        dropped.append(before - sum(r.rows for r in out if r is not None))
+        return held
+
+    monkeypatch.setattr(ordered, "PRUNE_FROM_ROWS", 1)  # after every template
+    monkeypatch.setattr(ordered.PrunedAsFinished, "prune", spy)
+    got = _tables(spec, objective)
+    assert got == want
+    assert dropped and sum(dropped) > 0  # rows went on the way
