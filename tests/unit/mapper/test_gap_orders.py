@@ -294,7 +294,7 @@ def test_rows_of_one_marked_prefix_have_the_same_gaps(tmp_path, monkeypatch):
     import fusemap.mapper.pmappings.ordered as O
     from fusemap.mapper.space.config import config_from_spec
     from fusemap.mapper.space.prefix import MARK
-    from fusemap.mapper.tiling.gap_orders import _looped_masks, gap_order_rows
+    from fusemap.mapper.tiling.gap_orders import _looped_masks
 
     seen = []
 
@@ -303,9 +303,9 @@ def test_rows_of_one_marked_prefix_have_the_same_gaps(tmp_path, monkeypatch):
             here, mids = res.gap_tiles(np.arange(res.rows))
             masks = _looped_masks(res, here, mids)[:, : ctx.p_max]
             seen.append((res.seq.copy(), masks, [interner.prefixes[q] for q in res.seq]))
-        return gap_order_rows(res, ctx, interner, counter)
+        return with_gap_orders(res, ctx, interner, counter)
 
-    monkeypatch.setattr(O, "gap_order_rows", spy)
+    monkeypatch.setattr(O, "with_gap_orders", spy)
     spec = _middle_of_three_spec(tmp_path)
     config = replace(config_from_spec(spec), fusion=True)
     P.generate_pmappings(spec, "E1", objective="energy", config=config)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import numpy as np
 import pytest
 
 from fusemap.mapper.pmappings import ordered
@@ -76,3 +77,36 @@ def test_pruning_as_templates_finish_leaves_the_tables(case, objective, tmp_path
     got = _tables(spec, objective)
     assert got == want
     assert dropped and sum(dropped) > 0  # rows went on the way
+
+
+@pytest.mark.parametrize("every", [1, None])
+@pytest.mark.parametrize("case", CASES[:2], ids=lambda c: f"seed{c[0]}-fanout{c[1]}")
+def test_rows_of_use_picked_as_templates_finish_are_those_of_the_whole_table(
+    case, every, tmp_path, monkeypatch
+):
+    """A ``useful`` filter deciding per prefix and on energy (a row dominating a kept
+    one is kept), shown each result once as it finishes: the table is the whole table's
+    rows it keeps, in order (with the prune as templates finish, ``every`` 1, or not)."""
+    seed, fanout, on_chip = case
+    spec = ffm_case(seed, tmp_path, fanout=fanout, on_chip=on_chip)
+    config = replace(config_from_spec(spec), fusion=True)
+    if every is not None:
+        monkeypatch.setattr(ordered, "PRUNE_FROM_ROWS", every)
+    for e in resolve_workload(spec).einsums:
+        whole = generate_pmappings(spec, e.name, objective="all", config=config)
+        limit = float(np.median(whole.energy))
+        shown = []
+
+        def useful(result, interner, limit=limit, shown=shown):
+            assert not getattr(result, "shown", False)  # each result once
+            result.shown = True
+            shown.append(result.rows)
+            return (interner.loop_counts(result.seq) >= 1) & (result.energy <= limit)
+
+        table = generate_pmappings(spec, e.name, objective="all", config=config, useful=useful)
+        loops = whole.fusion.interner.loop_counts(whole.fusion.seq)
+        wanted = (loops >= 1) & (whole.energy <= limit)
+        kept = [r for r, k in zip(_fingerprint(whole)[0], wanted, strict=True) if k]
+        assert _fingerprint(table)[0] == kept, e.name
+        assert shown
+        assert 0 < len(kept) < len(whole)

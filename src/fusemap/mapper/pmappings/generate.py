@@ -84,8 +84,9 @@ def generate_pmappings(
     may remain; templates that fuse nothing keep their own bound). The table's
     :attr:`PmappingTable.complete_to` says up to where it is complete.
     ``useful(result, interner)``: which rows of a template's result may be of use,
-    decided on what no loop order changes (energy, latency, the loops of the prefix);
-    the others are dropped before the orders of their prefix gaps are added.
+    decided per prefix on what no loop order changes (energy, latency, the loops of the
+    prefix), keeping every row that dominates one it keeps; the others are dropped as
+    each template finishes (shown to ``useful`` once).
     """
     start = time.perf_counter()
     config = config or config_from_spec(spec)
@@ -102,8 +103,7 @@ def generate_pmappings(
     if fronts is not None:
         fronts.context = search.tiling_context()
     counts = TilingCounts()
-    ordering = search.ordering(useful) if search.config.fusion else None
-    pruner = PrunedAsFinished(ordering, search.order_counter) if ordering and prune else None
+    pruner = search.pruner(useful)
     done = tile_held_variants_last(
         tilers, variants, counts, _stepper(progress, len(tilers)), fronts, pruner
     )
@@ -113,7 +113,7 @@ def generate_pmappings(
     floors = least_energy_by_template(done, tilers) if with_floors else {}
     full_ceiling = _full_ceiling(done, ceiling, objective)
     table = _pruned_table(
-        search, [(r, t) for r, t in zip(done, tilers, strict=True) if r.rows], ordering
+        search, [(r, t) for r, t in zip(done, tilers, strict=True) if r.rows], pruner
     )
     _compact(table)
     table.floors = floors
@@ -180,14 +180,18 @@ class EinsumSearch:
             self.joined,
         )  # fmt: skip
 
-    def ordering(self, useful: RowFilter | None) -> Ordering:
-        """How the fused results become one table (:mod:`.ordered`)."""
+    def pruner(self, useful: RowFilter | None) -> PrunedAsFinished | None:
+        """With fusion, what cuts the results as templates finish and makes them one
+        table (:mod:`.ordered`)."""
+        if not self.config.fusion:
+            return None
         einsum = self.info.name
-        return Ordering(
+        ordering = Ordering(
             einsum, self.objective, self.shared, self.interner,
             {t: top_memory(self.arch, einsum) for t in self.shared}, self.prune,
-            self.amounts == [{}], useful,
+            self.amounts == [{}],
         )  # fmt: skip
+        return PrunedAsFinished(ordering, self.order_counter, useful)
 
     def order_counter(self) -> OrderCounter:
         """A counter of the rows loop orders add, against the limit."""
@@ -267,13 +271,14 @@ def _stepper(progress: Callable[[int, int], None] | None, total: int) -> Callabl
 def _pruned_table(
     search: EinsumSearch,
     kept: list[tuple[TemplateResult, TemplateTiler]],
-    ordering: Ordering | None,
+    pruner: PrunedAsFinished | None,
 ) -> PmappingTable:
-    """The templates' rows in one Pareto-pruned table; with fusion (``ordering``), with
+    """The templates' rows in one Pareto-pruned table; with fusion (``pruner``), with
     every loop order of the prefix gaps first (:mod:`.ordered`). Latencies left unknown
     (energy pruned alone) are computed last, for the rows kept."""
     results = [r for r, _ in kept]
-    if ordering is not None:
+    if pruner is not None:
+        ordering = pruner.ordering
         contexts = [t.gap_context() for _, t in kept]
         results = ordering.ordered(results, contexts, search.order_counter())[0]
         table = ordering.table(results)

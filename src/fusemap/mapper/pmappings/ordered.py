@@ -3,6 +3,12 @@ templates into one table; and the same prune run while the search goes on
 (:class:`PrunedAsFinished`), so a search of thousands of templates holds a few of its
 rows at a time, not all of them until the end.
 
+Rows of use (a ``useful`` filter) are picked as each template finishes, before any
+prune: such filters decide per prefix and keep every row dominating one they keep
+(:func:`fusemap.mapper.full_space.splits_a_variable` and cuts on energy and latency), so
+picking them before the prunes or after keeps the same rows, and each result is shown
+to the filter once (the full-space check's first search counts what it keeps).
+
 Pruning as templates finish keeps exactly the rows the prune at the end keeps: a row
 dropped early is dominated by a row held then, which is either kept at the end or
 dropped by a row dominating both (dominance is transitive), and of rows equal in every
@@ -19,7 +25,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ..space.prefix import PrefixInterner
-from ..tiling.gap_orders import GapContext, OrderCounter, gap_order_rows
+from ..tiling.gap_orders import GapContext, OrderCounter, with_gap_orders
 from ..tiling.result import TemplateResult
 from ..tiling.tiler import TemplateTiler
 from .combine import combined_fused_table
@@ -37,8 +43,8 @@ finished so far are pruned across (:class:`PrunedAsFinished`); the tests set it 
 @dataclass
 class Ordering:
     """How the fused results of one Einsum's templates become one table: the rows
-    another template's row dominates in every order dropped, the ``useful`` ones kept,
-    every loop order of their prefix gaps added, one Pareto prune per prefix."""
+    another template's row dominates in every order dropped, every loop order of their
+    prefix gaps added, one Pareto prune per prefix."""
 
     einsum: str
     objective: str
@@ -47,7 +53,6 @@ class Ordering:
     top: dict[str, str]
     prune: bool
     alone: bool  # the Einsum hosts nothing: rows that fuse nothing run alone
-    useful: RowFilter | None = None
 
     def ordered(
         self, results: list[TemplateResult], contexts: list[GapContext], counter: OrderCounter
@@ -61,11 +66,7 @@ class Ordering:
             src = np.arange(r.rows) if k is None else k
             if k is not None:
                 r = r.compact(k)
-            if self.useful is not None:
-                keep = np.flatnonzero(np.asarray(self.useful(r, self.interner), dtype=bool))
-                if len(keep) < r.rows:
-                    r, src = r.compact(keep), src[keep]
-            r, idx = gap_order_rows(r, ctx, self.interner, counter)
+            r, idx = with_gap_orders(r, ctx, self.interner, counter)
             out.append(_unmarked(r, self.interner))
             sources.append(src[idx])
         return out, sources
@@ -79,16 +80,19 @@ class Ordering:
 
 
 class PrunedAsFinished:
-    """A :class:`~fusemap.mapper.tiling.search.ResultPruner`: when the rows held reach
+    """A :class:`~fusemap.mapper.tiling.search.ResultPruner`: each finished template's
+    result cut to its ``useful`` rows; with ``prune``, when the rows held reach
     :data:`PRUNE_FROM_ROWS` (and twice what the last prune kept), every finished
-    template's result is cut to the rows whose orders the prune across templates keeps.
+    template's result cut to the rows whose orders the prune across templates keeps.
 
     Relaxed twins (floors over the whole fused space) are left out, and the results of
     templates that fuse nothing and hold nothing are left whole (their cheapest rows
     decide which variants are searched again, :mod:`fusemap.mapper.tiling.search`)."""
 
-    def __init__(self, ordering: Ordering, counter: Callable[[], OrderCounter]) -> None:
-        self.ordering, self.counter = ordering, counter
+    def __init__(
+        self, ordering: Ordering, counter: Callable[[], OrderCounter], useful: RowFilter | None
+    ) -> None:
+        self.ordering, self.counter, self.useful = ordering, counter, useful
         self.held = 0  # rows of the results finished so far
         self.next_at = PRUNE_FROM_ROWS
         self.prunes = 0
@@ -99,8 +103,12 @@ class PrunedAsFinished:
         r = out[i]
         if r is None or tilers[i].relaxed:
             return
+        if self.useful is not None:
+            keep = np.flatnonzero(np.asarray(self.useful(r, self.ordering.interner), dtype=bool))
+            if len(keep) < r.rows:
+                r = out[i] = r.compact(keep)
         self.held += r.rows
-        if self.held >= self.next_at:
+        if self.ordering.prune and self.held >= self.next_at:
             self.held = self.prune(tilers, out)
             self.next_at = max(PRUNE_FROM_ROWS, 2 * self.held)
             self.prunes += 1

@@ -87,16 +87,10 @@ class OrderCounter:
 
 def with_gap_orders(
     res: TemplateResult, ctx: GapContext, interner: PrefixInterner, counter: OrderCounter
-) -> TemplateResult:
-    """``res`` with a row for every other loop order of its rows' prefix gaps."""
-    return gap_order_rows(res, ctx, interner, counter)[0]
-
-
-def gap_order_rows(
-    res: TemplateResult, ctx: GapContext, interner: PrefixInterner, counter: OrderCounter
 ) -> tuple[TemplateResult, np.ndarray]:
-    """:func:`with_gap_orders`, and per row of it, the row of ``res`` it is an order of
-    (its own first: the canonical orders)."""
+    """``res`` with a row for every other loop order of its rows' prefix gaps, and per
+    row of that, the row of ``res`` it is an order of (its own first: the canonical
+    orders)."""
     same = np.arange(res.rows)
     if res.seq is None or ctx.p_max < 1 or res.rows == 0:
         return res, same

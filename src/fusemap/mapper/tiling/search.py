@@ -290,7 +290,7 @@ def tile_held_variants_last(
     out = dict(zip(first, done, strict=True))
     rest = _variants_to_search(out, tilers, variants)
     if rest:
-        again = tile_templates([tilers[i] for i in rest], counts, progress, store)
+        again = tile_templates([tilers[i] for i in rest], counts, progress, store, pruner)
         out.update(zip(rest, again, strict=True))
     for i in variants.difference(rest):
         out[i] = tilers[i].finish([_empty(tilers[i])])
