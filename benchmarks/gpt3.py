@@ -6,7 +6,8 @@ Target (issue 15): under 35 s on 2 cores with the full fused mapspace (the estab
 mapper takes 370-530 s there).
 
 --batch and --tokens probe other sizes (experiments/ffm/README.md, Headline: at 256
-tokens batch 1 takes 17 s, batch 2 44 s, batch 4 14 minutes, batch 64 runs out of 24 GB).
+tokens batch 1 takes 17 s, batch 2 44 s, batch 4 14 minutes; batch 64 at 64 tokens makes
+its tables and joins in 2.7 GB, then its check of several fused loops grew past 17 GB).
 
 usage: python benchmarks/gpt3.py [--jobs 2] [--objective energy] [--batch 1] [--tokens 2048]
 """
