@@ -59,10 +59,11 @@ class Ordering:
     ) -> tuple[list[TemplateResult], list[np.ndarray]]:
         """``results`` with their loop orders (own-node marks taken out of their
         prefixes), and per row of each, the row of the given result behind it."""
-        n = len(results)
-        kept = rows_kept_before_orders(results, contexts, self.objective, self.alone)
+        kept: list[np.ndarray | None] = [None] * len(results)
+        if self.prune:
+            kept = rows_kept_before_orders(results, contexts, self.objective, self.alone)
         out, sources = [], []
-        for r, k, ctx in zip(results, kept if self.prune else [None] * n, contexts, strict=True):
+        for r, k, ctx in zip(results, kept, contexts, strict=True):
             src = np.arange(r.rows) if k is None else k
             if k is not None:
                 r = r.compact(k)
