@@ -280,7 +280,7 @@ def _pruned_table(
     if pruner is not None:
         ordering = pruner.ordering
         contexts = [t.gap_context() for _, t in kept]
-        results = ordering.ordered(results, contexts, search.order_counter())[0]
+        results = ordering.ordered(results, contexts, pruner.counter())[0]
         table = ordering.table(results)
     else:
         table = combined_table(search.info.name, results, search.objective, search.shared)

@@ -27,6 +27,7 @@ import numpy as np
 from ..space.prefix import PrefixInterner
 from ..tiling.gap_orders import GapContext, OrderCounter, with_gap_orders
 from ..tiling.result import TemplateResult
+from ..tiling.search import alone_with_nothing_held
 from ..tiling.tiler import TemplateTiler
 from .combine import combined_fused_table
 from .fused_rows import rows_kept_before_orders
@@ -96,7 +97,6 @@ class PrunedAsFinished:
         self.ordering, self.counter, self.useful = ordering, counter, useful
         self.held = 0  # rows of the results finished so far
         self.next_at = PRUNE_FROM_ROWS
-        self.prunes = 0
 
     def __call__(
         self, tilers: list[TemplateTiler], out: list[TemplateResult | None], i: int
@@ -112,13 +112,15 @@ class PrunedAsFinished:
         if self.ordering.prune and self.held >= self.next_at:
             self.held = self.prune(tilers, out)
             self.next_at = max(PRUNE_FROM_ROWS, 2 * self.held)
-            self.prunes += 1
 
     def prune(self, tilers: list[TemplateTiler], out: list[TemplateResult | None]) -> int:
         """Cut the results of ``out`` to the rows some order of which the prune across
         them keeps; the rows held after."""
-        idx = [k for k, r in enumerate(out) if r is not None and r.rows and not tilers[k].relaxed]
-        results = [r for r in (out[k] for k in idx) if r is not None]
+        idx, results = [], []
+        for k, r in enumerate(out):
+            if r is not None and r.rows and not tilers[k].relaxed:
+                idx.append(k)
+                results.append(r)
         contexts = [tilers[k].gap_context() for k in idx]
         ordered, sources = self.ordering.ordered(results, contexts, self.counter())
         table = self.ordering.table(ordered)
@@ -127,7 +129,7 @@ class PrunedAsFinished:
         held = 0
         for j, k in enumerate(idx):
             r = results[j]
-            if not (tilers[k].alone and not tilers[k].held_key):
+            if not alone_with_nothing_held(tilers[k]):
                 rows = np.unique(sources[j][table.row[order[starts[j] : starts[j + 1]]]])
                 if len(rows) < r.rows:
                     r = out[k] = r.compact(rows)

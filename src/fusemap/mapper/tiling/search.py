@@ -58,7 +58,7 @@ def tile_templates(
     for i, t in enumerate(tilers):
         # Templates that fuse nothing and hold nothing, searched by an earlier table of
         # an Einsum equal up to names: that search's rows (they also bound the rest).
-        kept = store.result(t) if store is not None and t.alone and not t.held_key else None
+        kept = store.result(t) if store is not None and alone_with_nothing_held(t) else None
         if kept is not None:
             search.finished(i, kept, search=False)
         else:
@@ -108,7 +108,7 @@ class _SharedSearch:
         tiler = self.tilers[i]
         self.out[i] = result
         self.fronts.done(i)
-        if search and self.store is not None and tiler.alone and not tiler.held_key:
+        if search and self.store is not None and alone_with_nothing_held(tiler):
             self.store.put_result(tiler, result)
         if not tiler.relaxed and result.rows and result.energy.min() < self.least:
             self.least = float(result.energy.min())
@@ -212,6 +212,13 @@ class _SharedSearch:
         return rest
 
 
+def alone_with_nothing_held(tiler: TemplateTiler) -> bool:
+    """Whether ``tiler``'s template fuses nothing, runs alone (energy decides) and has
+    nothing held beside it: its result is kept for the next table of its kind, and its
+    cheapest rows decide which held variants are searched (:func:`tile_held_variants_last`)."""
+    return tiler.alone and not tiler.held_key
+
+
 def _share_trips(tilers: list[TemplateTiler]) -> None:
     """Templates with uneven spreads that differ only in their free loops' trips are
     searched together (:meth:`TemplateTiler.share_key`): one search instead of one per
@@ -310,7 +317,7 @@ def _variants_to_search(
     it for that amount: a variant whose template's least is no lower than the cheapest
     such row can give nothing better, and is not searched. (When the least-energy row
     of all fits, this skips every variant of the amount.)"""
-    alone = [r for i, r in out.items() if tilers[i].alone and not tilers[i].held_key and r.rows]
+    alone = [r for i, r in out.items() if alone_with_nothing_held(tilers[i]) and r.rows]
     cheapest: dict[tuple, float] = {}
     rest, base = [], -1
     for i in range(len(tilers)):
