@@ -7,12 +7,16 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .result import TemplateResult, renamed_result
 from .stage import Stage
 from .tiler import TemplateTiler
+
+if TYPE_CHECKING:
+    from .front_floor import FrontFloor
 
 
 @dataclass
@@ -142,6 +146,8 @@ class FrontCache:
         """Energy above which no front row is of use any more (set by the search as the
         least energy falls, :func:`fusemap.mapper.tiling.search.tile_templates`; only falls)."""
         self.fronts: dict[int, Front] = {}
+        self.floors: dict[int, FrontFloor] = {}
+        """Per front id, its :class:`~.front_floor.FrontFloor` (dropped with the front)."""
         self.axes: dict[tuple, tuple] = {}
         self.tables: dict[tuple, np.ndarray] = {}  # count bases per tile shape code
         self._backed: dict[tuple, tuple] = {}
@@ -196,3 +202,4 @@ class FrontCache:
             if self._uses[key] == 0:
                 del self._uses[key]
                 self.fronts.pop(key, None)
+                self.floors.pop(key, None)

@@ -27,7 +27,6 @@ import numpy as np
 from ...model.reuse import projection_terms
 from ...spec.errors import SpecError
 from ...spec.resolve import EinsumInfo
-from .stage import Stage
 from .terms import NodeTerms, fill_basis, first_basis
 
 MAX_GRID = 1 << 20
@@ -142,33 +141,43 @@ def _terms_if_never_falling(tiler, node: NodeTerms) -> list[tuple[int, float]]:
     return out
 
 
-def within_ceilings(stage: Stage, j: int, members: list[tuple]) -> np.ndarray:
-    """Rows of ``stage`` (after node ``j``'s gap) that may still end within the ceiling
-    of one of ``members``: (tiler, ceiling on its energy so far, first node position not
-    to count), each with its own nodes below (templates sharing a stage differ there).
-    A row's energy so far plus the energy its member's bounded nodes ``j + 1 ..
-    stop - 1`` add at the row's tile shape must be at most that member's ceiling."""
-    energy = stage.crit[:, 0]
+def within_ceilings(
+    sizes: np.ndarray, energy: np.ndarray, j: int, members: list[tuple]
+) -> np.ndarray:
+    """Rows after node ``j``'s gap (tile ``sizes`` above the next node, ``energy`` so
+    far) that may still end within the ceiling of one of ``members``: (tiler, ceiling
+    on its energy so far, first node position not to count, and the floor of the nodes
+    from there down: a :class:`~.front_floor.FrontFloor`, whose overall least the
+    ceiling has taken off, or None), each with its own nodes below (templates sharing a
+    stage differ there). A row's energy so far plus what its member's nodes below add
+    at least must be at most that member's ceiling: the bounded nodes ``j + 1 .. stop -
+    1`` at the row's tile shape and the floor per tile shape from ``stop`` down, or the
+    bounded nodes all the way down (both are lower bounds: the larger is taken)."""
     first = members[0][0]
     keys = basis_keys(first.info)
-    per_value: dict[tuple[float, ...], float] = {}  # loosest ceiling per coefficient set
-    for tiler, ceiling, stop in members:
-        coef = [0.0] * len(keys)
+    loosest: dict[tuple, tuple] = {}  # loosest ceiling per coefficient sets and floor
+    for tiler, ceiling, stop, floor in members:
+        above, down = [0.0] * len(keys), [0.0] * len(keys)
         for position, k, factor in bounded_terms(tiler):
             if j < position < stop:
-                coef[k] += factor
-        c = tuple(coef)
-        per_value[c] = max(per_value.get(c, -np.inf), ceiling)
-    used = [k for k in range(len(keys)) if any(c[k] for c in per_value)]
-    if not used:
-        return energy <= max(per_value.values())
-    sizes = {v: stage.sizes[:, k] for k, v in enumerate(first.tiles.vars)}
+                above[k] += factor
+            if j < position:
+                down[k] += factor
+        c = (tuple(above), tuple(down) if floor is not None else None, id(floor))
+        if c not in loosest or loosest[c][0] < ceiling:
+            loosest[c] = (ceiling, floor)
+    used = [k for k in range(len(keys)) if any(a[k] or (d and d[k]) for a, d, _ in loosest)]
+    named = {v: sizes[:, k] for k, v in enumerate(first.tiles.vars)}
     bases = np.empty((len(energy), len(used)))
     for col, k in enumerate(used):
         tensor, basis = keys[k]
         f = fill_basis if basis == "fill" else first_basis
-        bases[:, col] = f(first.info, tensor, sizes)
-    coefs = np.array([[c[k] for k in used] for c in per_value])  # (sets, bases)
-    limits = np.array(list(per_value.values()))
-    rest = bases @ coefs.T  # (rows, sets): least energy the nodes below add
-    return (energy[:, None] + rest <= limits[None, :]).any(axis=1)
+        bases[:, col] = f(first.info, tensor, named)
+    keep = np.zeros(len(energy), dtype=bool)
+    for (above, down, _), (ceiling, floor) in loosest.items():
+        rest = bases @ np.array([above[k] for k in used])  # least the nodes below add
+        if floor is not None:
+            rest += floor.above_overall(sizes)
+            rest = np.maximum(rest, bases @ np.array([down[k] for k in used]) - floor.overall)
+        keep |= energy + rest <= ceiling
+    return keep

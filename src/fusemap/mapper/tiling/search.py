@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Protocol
 
 import numpy as np
 
 from . import uneven_suffix
+from .front_floor import FrontFloor
 from .fronts import FrontStore
 from .rest_bound import within_ceilings
 from .result import TemplateResult
@@ -99,7 +101,7 @@ class _SharedSearch:
         # complete, for the next table of their kind).
         self.users = [t for t in tilers if SuffixSearch.applies(t)]
         self.fronts.ceiling = _front_ceiling(self.users, np.inf)
-        self.floors: dict[int, float] = {}
+        self.floors: dict[int, FrontFloor] = {}
         _share_trips([t for t in tilers if t.uneven is not None])
         self.share_keys = [t.share_key() for t in tilers]  # fixed once the trips are shared
 
@@ -108,6 +110,7 @@ class _SharedSearch:
         tiler = self.tilers[i]
         self.out[i] = result
         self.fronts.done(i)
+        self.floors.pop(i, None)
         if search and self.store is not None and alone_with_nothing_held(tiler):
             self.store.put_result(tiler, result)
         if not tiler.relaxed and result.rows and result.energy.min() < self.least:
@@ -121,27 +124,36 @@ class _SharedSearch:
         if self.progress:
             self.progress(1)
 
-    def _below_floor(self, i: int, j: int) -> tuple[float, int]:
-        """Least energy the nodes from the fused node down add to a row of self-bounded
-        tiler ``i`` after stage ``j`` (its fused node's bottom-up front, built now
-        instead of when met: those nodes' energy is the front row's), and the position
-        of the first node it counts; (0, the compute leaf's) if not known."""
+    def _below_floor(self, i: int, j: int) -> tuple[float, int, FrontFloor | None]:
+        """Least energy the nodes from the fused node down add to a row of tiler ``i``
+        after stage ``j``, if bounded (by its own least so far, or a ceiling: the full
+        space's check): its fused node's bottom-up front, built now instead of when met
+        (those nodes' energy is the front row's), and the position of the first node it
+        counts, and the floor per tile shape (:mod:`.front_floor`); (0, the compute
+        leaf's, None) if not known."""
         t = self.tilers[i]
-        if not t.bounded_by_least or t.relaxed or j >= t.p_max or not SuffixSearch.applies(t):
-            return 0.0, len(t.t.holders)
+        bounded = t.bounded_by_least or np.isfinite(t.ceiling)
+        if not bounded or t.relaxed or j >= t.p_max or not SuffixSearch.applies(t):
+            return 0.0, len(t.t.holders), None
         if i not in self.floors:
-            crit = SuffixSearch(t, self.fronts).front(t.p_max).crit
-            self.floors[i] = float(crit[:, 0].min()) if len(crit) else np.inf
-        return self.floors[i], t.p_max
+            search = SuffixSearch(t, self.fronts)
+            front, key = search.front(t.p_max), search.ids[0]
+            got = self.fronts.floors.get(key)  # templates meeting one front: one floor
+            if got is None:
+                got = self.fronts.floors[key] = FrontFloor.of(front, search.radix, search.encode)
+            self.floors[i] = got
+        floor = self.floors[i]
+        return floor.overall, t.p_max, floor
 
-    def _ceilings(self, members: list[int], j: int) -> list[tuple[TemplateTiler, float, int]]:
+    def _ceilings(self, members: list[int], j: int) -> list[tuple]:
         """Per member of a stage after node ``j``: (tiler, most energy so far a row may
-        have, first node position not yet counted in that)."""
+        have, first node position not yet counted in that, what a row's floor adds to
+        that, per tile shape: a :class:`FrontFloor`, or None)."""
         out = []
         for i in members:
-            floor, stop = self._below_floor(i, j)
+            floor, stop, per_shape = self._below_floor(i, j)
             ceiling = _ceiling(self.best, [self.tilers[i]], self.least) - floor
-            out.append((self.tilers[i], ceiling, stop))
+            out.append((self.tilers[i], ceiling, stop, per_shape))
         return out
 
     def _count(self, stage: Stage) -> None:
@@ -165,11 +177,12 @@ class _SharedSearch:
         for members in forks.values():
             tiler = self.tilers[members[0]]
             bounds = self._ceilings(members, j)
-            ceiling = max(c for _, c, _ in bounds)
-            st = tiler.stage(j, stages[-1] if stages else None, ceiling)
+            ceiling = max(b[1] for b in bounds)
+            # The nodes below each member add at least so much (rest_bound).
+            within = partial(within_ceilings, j=j, members=bounds)
+            st = tiler.stage(j, stages[-1] if stages else None, ceiling,
+                             within if np.isfinite(ceiling) else None)  # fmt: skip
             self._count(st)
-            if np.isfinite(ceiling):  # the nodes below each member add at least so much
-                st = st.take(within_ceilings(st, j, bounds))
             if len(st.crit) == 0:
                 for i in members:
                     self.finished(i, self.tilers[i].finish(stages + [st]))

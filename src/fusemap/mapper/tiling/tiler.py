@@ -20,6 +20,7 @@ its public methods.
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from typing import NamedTuple
 
 import numpy as np
@@ -35,6 +36,7 @@ from .costs import NodeCosts
 from .gap_orders import GapContext
 from .latency import TemplateLatency, template_leak
 from .prefix_tokens import gap_tokens
+from .pruning_view import pruning_view
 from .rank_tiles import RankTiles
 from .reservations import Reservations, Sizes, build_reservations
 from .result import TemplateResult
@@ -42,6 +44,9 @@ from .spreads import Spreads
 from .stage import Stage, combined_ids
 from .terms import node_terms, passed_loops
 from .uneven import UnevenCounts
+
+RowBound = Callable[[np.ndarray, np.ndarray], np.ndarray]
+"""Which rows (tile shapes above the next node, energy so far) may still be of use."""
 
 
 class _Entering(NamedTuple):
@@ -235,7 +240,13 @@ class TemplateTiler:
         assert prev.seq is not None and prev.depth is not None
         return prev.sizes, prev.crit, prev.seq, prev.depth
 
-    def stage(self, j: int, prev: Stage | None, ceiling: float | np.ndarray = np.inf) -> Stage:
+    def stage(
+        self,
+        j: int,
+        prev: Stage | None,
+        ceiling: float | np.ndarray = np.inf,
+        within: RowBound | None = None,
+    ) -> Stage:
         """Extend the partial tile shapes above node ``j`` through its gap, and prune.
 
         The gap's loops are chosen one rank variable at a time, pruning in between: rows
@@ -243,11 +254,13 @@ class TemplateTiler:
         and, with fusion, on the fused prefix) face the same future, so only their
         Pareto-optimal ones go on. Rows whose energy so far passes ``ceiling`` (one, or
         one per row entering) are dropped once the node is costed (branch and bound:
-        costs only add up).
+        costs only add up); so are rows ``within`` rejects (given the tile shapes above
+        the next node and the energy so far), before their prefixes are interned: most
+        partial prefixes of several fused loops per rank variable end there.
         """
         rows = self._enter(j, prev)
         cur, origin, cost, evaluated = self._gap_loops(j, rows, ceiling)
-        return self._leave(j, rows, cur, origin, cost, evaluated)
+        return self._leave(j, rows, cur, origin, cost, evaluated, within)
 
     def _enter(self, j: int, prev: Stage | None) -> _Entering:
         """The rows above node ``j`` with the node's token in their prefixes and its
@@ -332,9 +345,13 @@ class TemplateTiler:
             cur, par = cur[fine], par[fine]
         return cur, par
 
-    def _leave(self, j: int, rows: _Entering, cur, origin, cost, evaluated: int) -> Stage:
+    def _leave(
+        self, j: int, rows: _Entering, cur, origin, cost, evaluated: int, within: RowBound | None
+    ) -> Stage:
         """The rows after gap ``j``: spread by its spatial loops, the node's lowered
-        reservation added, fitted, their prefixes extended, pruned."""
+        reservation added, fitted, bounded (``within``), their prefixes extended,
+        pruned. Bounding before pruning keeps the same rows: rows pruned together have
+        the same tile shapes, so a row the bound drops drops every row it dominates."""
         t, sizes, holder = self.t, rows.sizes, self.t.holders[j]
         last = j == len(t.holders) - 1
         mids, below, ok, origin, cost, state = self.spreads.spread(j, cur, origin, cost, rows.state)
@@ -355,6 +372,9 @@ class TemplateTiler:
                 j, holder, self._named(here), self._named(mids), cost, rows.depth[origin] + passed
             )
         fits = self.reservations.fits(cost)
+        valid = int(fits.sum())
+        if within is not None:
+            fits[fits] = within(below[fits], cost[fits, 0])
         mids, origin, below, cost = mids[fits], origin[fits], below[fits], cost[fits]
         state = None if state is None else state[fits]
         new_seq, new_depth = rows.seq[origin], rows.depth[origin]
@@ -377,7 +397,7 @@ class TemplateTiler:
         keep = self.prune_rows(key, self.pruning_view(j + 1, below, cost))
         return Stage(
             below[keep], cost[keep], mids[keep], origin[keep], max(evaluated, len(sizes)),
-            int(fits.sum()), new_seq[keep], new_depth[keep],
+            valid, new_seq[keep], new_depth[keep],
             None if state is None else state[keep],
         )  # fmt: skip
 
@@ -423,46 +443,8 @@ class TemplateTiler:
         return pareto_mask(key, view)
 
     def pruning_view(self, first: int, below: np.ndarray, crit: np.ndarray) -> np.ndarray:
-        """The criteria pruning compares, with reservations that cannot matter zeroed.
-
-        In capacity mode (``reservations_are_objectives`` false), a row whose memory
-        cannot overflow whatever the nodes from ``first`` down choose (their tiles are
-        at most ``below``) is feasible for every future: its reservation there is
-        irrelevant. That holds in a memory the join shares too when the template fuses
-        nothing: no other Einsum's reservation is live while an unfused Einsum runs.
-        """
-        if self.relaxed and self.reservations.at_depth:
-            return self._relaxed_view(first, below, crit)
-        view = crit[:, self.pareto_cols].copy()
-        if self.reservations_are_objectives or not self.reservations.columns:
-            return view
-        live_beside = not self.runs_alone  # depth columns: other Einsums' tiles beside
-        self._zero_slack(view, first, below, crit, live_beside)
-        return view
-
-    def _zero_slack(self, view, first: int, below, crit, live_beside: bool) -> None:
-        res, sizes = self.reservations, self._named(below)
-        for c, col in res.columns.items():
-            if c in res.at_depth and live_beside:
-                continue  # live beside another Einsum's tiles: always an objective
-            slack = res.never_overflows(c, crit[:, col], self.t.holders[first:], sizes)
-            view[slack, self.pareto_cols.index(col)] = 0.0
-
-    def _relaxed_view(self, first: int, below: np.ndarray, crit: np.ndarray) -> np.ndarray:
-        """Relaxed prefixes: each memory's reservations by their total only (no other
-        Einsum's tiles are counted, so only the total can overflow, whatever the depths)."""
-        res = self.reservations
-        totals = crit.copy()
-        dropped: set[int] = set()
-        for c in res.columns:
-            if c in res.at_depth:
-                totals[:, res.columns[c]] = res.total(crit, c)
-                dropped.update(int(k) for k in res.at_depth[c])
-                dropped.add(res.shared[c])
-        view = totals[:, self.pareto_cols]
-        if not self.reservations_are_objectives:
-            self._zero_slack(view, first, below, totals, live_beside=False)
-        return view[:, [i for i, k in enumerate(self.pareto_cols) if k not in dropped]]
+        """The criteria pruning compares (:func:`.pruning_view.pruning_view`)."""
+        return pruning_view(self, first, below, crit)
 
     # ------------------------------------------------------------ results
     def finish(self, stages: list[Stage]) -> TemplateResult:
