@@ -253,7 +253,8 @@ def test_a_shared_copy_is_lowered_as_its_row_prefix_orders_the_gap():
 
 def test_a_table_keeps_only_the_prefixes_it_refers_to(tmp_path):
     """The search's interner holds every prefix it met; a table sends back only its own
-    (each still the same prefix), with no own-node mark left in them."""
+    (each still the same prefix) and the shorter ones they are built from (the
+    interner's trie), with no own-node mark left in them."""
     from fusemap.mapper.pmappings.generate import generate_pmappings
     from fusemap.mapper.space.config import config_from_spec
     from fusemap.mapper.space.prefix import MARK
@@ -265,7 +266,9 @@ def test_a_table_keeps_only_the_prefixes_it_refers_to(tmp_path):
     assert fusion is not None
     seqs = [fusion.seq] + [r.seq for r in table.results if r.seq is not None]
     used = set(np.concatenate(seqs).tolist()) | {0}
-    assert used == set(range(len(fusion.interner.prefixes)))
+    kept = [fusion.interner.prefixes[i] for i in used]
+    assert all(any(k[: len(p)] == p for k in kept) for p in fusion.interner.prefixes)
+    assert len(fusion.interner.prefixes) < 3 * len(used)
     assert not any(t[0] == MARK for p in fusion.interner.prefixes for t in p)
     assert {fusion.compatibility(i) for i in range(len(table))}  # every row decodes
 

@@ -97,3 +97,38 @@ def test_entries_are_the_tuples_they_replace():
     assert p.prefixes[int(ids[0])][0].var == "m" and p.prefixes[int(ids[0])][1].memory == "GB"
     assert back.renamed({"A": "B"}, {}) == BackingEntry.of("B", "GB")
     assert loop.renamed({}, {"m": "p"}) == LoopEntry.of("p", 4)
+
+
+OPS = st.lists(
+    st.tuples(
+        st.sampled_from(["extend", "intern", "settled", "unmarked", "pickle"]),
+        st.lists(st.sampled_from([M_, N_, A_, C_, W_, ("back", HOSTING, "GB")]), max_size=3),
+        st.integers(0, 1 << 16),
+    ),
+    max_size=25,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(OPS)
+def test_ids_and_prefixes_match_one_to_one(ops):
+    """Whatever mix of extending by runs of entries, interning whole prefixes, settling,
+    dropping marks and a round trip through pickle (children rebuilt) made them, two
+    ids are equal exactly when their prefixes are, and each id's prefix is canonical."""
+    import pickle
+
+    p = PrefixInterner()
+    for op, tokens, pick in ops:
+        q = pick % len(p.prefixes)
+        if op == "extend":
+            p.extend(np.array([q]), [tuple(tokens)], np.zeros(1, dtype=np.int64))
+        elif op == "intern":
+            p.intern(p.prefixes[q] + tuple(tokens))
+        elif op in ("settled", "unmarked"):
+            getattr(p, op)(np.array([q]))
+        else:
+            p = pickle.loads(pickle.dumps(p))
+    every = [p.prefixes[q] for q in range(len(p.prefixes))]
+    assert len(set(every)) == len(every)
+    assert all(x == canonical(x) for x in every)
+    assert all(p.intern(x) == q for q, x in enumerate(every))

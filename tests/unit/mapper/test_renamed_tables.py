@@ -24,8 +24,8 @@ def test_renamed_prefixes_by_hand():
     view = RenamedInterner(base, {"A": "B"}, {"m": "n"})
     assert view.prefixes[a] == (("loop", "n", 4), ("back", "B", "GLB"), ("loop", "k", 2))
     assert view.prefixes[0] == ()
-    assert len(view.prefixes) == 2
-    assert view.prefixes[0:2] == [(), view.prefixes[a]]
+    assert len(view.prefixes) == len(base.prefixes) == 4  # the steps: m; A; k
+    assert view.prefixes[0:4:3] == [(), view.prefixes[a]]
     assert view.compatibility(a, frozenset({"B"}), {"B": "DRAM"}) == (
         Compatibility("B", "GLB", (("n", 4),)),
     )

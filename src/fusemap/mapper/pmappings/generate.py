@@ -339,17 +339,17 @@ def _peak_mb() -> float:
 
 def _keep_used_prefixes(table: PmappingTable) -> None:
     """A fresh interner for ``table`` with only the prefixes its rows and results refer
-    to (the search's interner holds every prefix it met, far more to send back from a
+    to, and their steps' (the search's interner holds every prefix it met, far more to send back from a
     worker: GPT-3's Q, K and V tables took 3 s to pickle)."""
     fusion = table.fusion
     assert fusion is not None
     seqs = [fusion.seq] + [r.seq for r in table.results if r.seq is not None]
     used = np.unique(np.concatenate([np.zeros(1, dtype=np.int64), *seqs]))
     interner = PrefixInterner()
-    for k, q in enumerate(used[1:].tolist(), start=1):
-        got = interner.intern(fusion.interner.prefixes[q])
-        assert got == k, "interned prefixes are canonical and distinct"
+    ids = np.array([interner.intern(fusion.interner.prefixes[q]) for q in used.tolist()])
+    assert len(np.unique(ids)) == len(ids), "interned prefixes are canonical and distinct"
     table.results = [
-        r if r.seq is None else replace(r, seq=np.searchsorted(used, r.seq)) for r in table.results
+        r if r.seq is None else replace(r, seq=ids[np.searchsorted(used, r.seq)])
+        for r in table.results
     ]
-    table.fusion = replace(fusion, seq=np.searchsorted(used, fusion.seq), interner=interner)
+    table.fusion = replace(fusion, seq=ids[np.searchsorted(used, fusion.seq)], interner=interner)

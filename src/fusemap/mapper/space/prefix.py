@@ -16,8 +16,9 @@ and the interner turns such plain tuples into entries (:func:`as_entries`).
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Callable, Sequence
-from typing import Final, Literal, NamedTuple
+from typing import Any, Final, Literal, NamedTuple
 
 import numpy as np
 
@@ -225,20 +226,46 @@ class Compatibility(NamedTuple):
 
 
 class PrefixInterner:
-    """Integer ids for fused prefixes (id 0 is the empty prefix)."""
+    """Integer ids for fused prefixes (id 0 is the empty prefix).
+
+    Kept as a trie, not as tuples: the check of several fused loops per rank variable
+    interns tens of millions of prefixes, nearly all partial ones no table keeps, and a
+    tuple and two dictionary entries per prefix took 450 bytes each (17 GB for GPT-3 at
+    batch 64). Each id records its parent's id and its *step*, the entries that lead
+    there: one entry that is not a loop, or a run of loops (a gap of the search). Every
+    prefix is stored along its maximal runs (:meth:`_steps_of`), whichever way it was
+    built, so equal prefixes have equal ids; a prefix is rebuilt from its steps when
+    looked at (:attr:`prefixes`)."""
 
     def __init__(self) -> None:
-        self.prefixes: Sequence[Prefix] = [()]  # a list (a renamed interner's: a view)
-        self._ids: dict[Prefix, int] = {(): 0}
-        self._children: dict[tuple[int, int], int] = {}  # (parent, entries' id) -> id
-        self._entry_ids: dict[tuple, int] = {}  # tuples hash slowly: ids once
-        self._typed: dict[int, tuple[Prefix, bool]] = {}  # entries' id -> typed, hosting?
+        self.prefixes: Sequence[Prefix] = _Prefixes(self)  # (a renamed interner's: its own)
+        self._parent = array("q", [-1])
+        self._step = array("q", [-1])
+        self._last = bytearray(1)  # kind of each id's last entry (_KINDS; 0: none)
+        self._steps: list[tuple[Prefix, bool]] = []  # step id -> typed entries, hosting?
+        self._step_ids: dict[tuple, int] = {}  # entries (typed or plain) -> step id
+        self._children: dict[int, int] | None = {}  # parent * STEPS + step -> id
+
+    def __len__(self) -> int:
+        return len(self._parent)
 
     def __getstate__(self) -> dict:
-        # caches: not worth sending to the parent
-        caches = ("_loops", "_settled", "_unmarked")
-        fresh: dict[str, dict] = {"_children": {}, "_entry_ids": {}, "_typed": {}}
-        return {k: v for k, v in self.__dict__.items() if k not in caches} | fresh
+        # caches, and the children (rebuilt from the parents and steps when needed)
+        skip = ("_loops", "_settled", "_unmarked", "_children", "_step_ids")
+        return {k: v for k, v in self.__dict__.items() if k not in skip}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._children = None
+        self._step_ids = {entries: k for k, (entries, _) in enumerate(self._steps)}
+
+    def prefix(self, q: int) -> Prefix:
+        """The prefix of id ``q``, rebuilt from its steps."""
+        steps = []
+        while q > 0:
+            steps.append(self._steps[self._step[q]][0])
+            q = self._parent[q]
+        return tuple(e for entries in reversed(steps) for e in entries)
 
     def intern(self, prefix: tuple) -> int:
         """The id of ``prefix`` (new ids for new prefixes; see :func:`canonical`)."""
@@ -257,7 +284,7 @@ class PrefixInterner:
         def settle(prefix: Prefix) -> int:
             if any(e.kind == MARK for e in prefix) and not _has_gap_of_two(prefix):
                 return self.intern(_without_marks(prefix))
-            return self._ids[prefix]
+            return self._intern_canonical(prefix)
 
         return self._per_prefix("_settled", ids, settle)
 
@@ -285,12 +312,18 @@ class PrefixInterner:
         return self._intern_canonical(as_entries(prefix))
 
     def _intern_canonical(self, prefix: Prefix) -> int:
-        """The id of ``prefix``, canonical and of typed entries."""
-        got = self._ids.get(prefix)
+        """The id of ``prefix``, canonical and of typed entries: its steps from the root."""
+        q = 0
+        for entries in _steps_of(prefix):
+            q = self._child(q, self._step_id(entries))
+        return q
+
+    def _step_id(self, entries: tuple) -> int:
+        got = self._step_ids.get(entries)
         if got is None:
-            got = self._ids[prefix] = len(self.prefixes)
-            assert isinstance(self.prefixes, list)  # a renamed interner interns nothing
-            self.prefixes.append(prefix)
+            typed = as_entries(entries)
+            got = self._step_ids[entries] = len(self._steps)
+            self._steps.append((typed, _has_hosting(typed)))
         return got
 
     def extend(self, ids: np.ndarray, entries: list[tuple], which: np.ndarray):
@@ -301,34 +334,46 @@ class PrefixInterner:
         # One integer per (prefix, entries) pair: a 1-D unique is far faster than axis=0.
         uniq, inverse = np.unique(ids * len(entries) + which, return_inverse=True)
         parents, chosen = np.divmod(uniq, len(entries))
-        known = self._entry_ids
-        eids = [known.setdefault(x, len(known)) for x in entries]
+        kinds = [_step_kind(x) for x in entries]
+        steps = [self._step_id(x) if k else -1 for x, k in zip(entries, kinds, strict=True)]
         new = np.array(
             [
-                self._child(p, entries[w], eids[w])
+                self._extended(p, entries[w], kinds[w], steps[w])
                 for p, w in zip(parents.tolist(), chosen.tolist(), strict=True)
             ],
             dtype=np.int64,
         )
         return new[inverse.ravel()]
 
-    def _child(self, parent: int, entries: tuple, eid: int) -> int:
-        """The id of prefix ``parent`` followed by ``entries`` (of id ``eid`` in
-        ``_entry_ids``; memoized: no long tuples hashed again)."""
-        key = (parent, eid)
-        got = self._children.get(key)
+    def _extended(self, parent: int, entries: tuple, kind: int, step: int) -> int:
+        """The id of prefix ``parent`` followed by ``entries``: one step down when they
+        are one (a run of loops after a node, or one node) and the prefix stays
+        canonical (:func:`canonical`), else the whole prefix interned again."""
+        if not entries:
+            return parent
+        last = self._last[parent]
+        one_step = kind == _NODE or (kind == _LOOPS and last != _KINDS[LOOP])
+        # Canonical still: no hosting mark, or one that starts a run of backing nodes.
+        if one_step and (not self._steps[step][1] or last != _KINDS[BACK]):
+            return self._child(parent, step)
+        return self.intern(self.prefix(parent) + tuple(entries))
+
+    def _child(self, parent: int, step: int) -> int:
+        """The id of prefix ``parent`` followed by step ``step`` (new if not seen)."""
+        children = self._children
+        if children is None:  # unpickled: rebuild
+            children = self._children = {
+                p * _STEPS + k: q
+                for q, (p, k) in enumerate(zip(self._parent, self._step, strict=True))
+                if q
+            }
+        key = parent * _STEPS + step
+        got = children.get(key)
         if got is None:
-            typed = self._typed.get(eid)
-            if typed is None:
-                added = as_entries(entries)
-                typed = self._typed[eid] = (added, _has_hosting(added))
-            whole = self.prefixes[parent] + typed[0]
-            # A canonical prefix followed by entries without a hosting mark is canonical
-            # (a mark first in its run of nodes stays first when nodes are appended).
-            plain = not typed[1]
-            got = self._children[key] = (
-                self._intern_canonical(whole) if plain else self.intern(whole)
-            )
+            got = children[key] = len(self._parent)
+            self._parent.append(parent)
+            self._step.append(step)
+            self._last.append(_KINDS[self._steps[step][0][-1].kind])
         return got
 
     def compatibility(
@@ -350,6 +395,59 @@ class PrefixInterner:
         prefix = self.prefixes[seq]
         last = max((i for i, e in enumerate(prefix) if e.kind == BACK), default=-1)
         return sum(1 for e in prefix[:last] if e.kind == LOOP)
+
+
+_STEPS = 1 << 32
+"""Step ids stay below it (a key per parent and step)."""
+
+_NODE, _LOOPS = 1, 2
+
+_KINDS = {LOOP: 1, BACK: 2, MARK: 3}
+
+
+def _step_kind(entries: tuple) -> int:
+    """:data:`_NODE` for one entry that is not a loop, :data:`_LOOPS` for a run of
+    loops, 0 otherwise (empty, or mixed)."""
+    if len(entries) == 1 and entries[0][0] != LOOP:
+        return _NODE
+    if entries and all(e[0] == LOOP for e in entries):
+        return _LOOPS
+    return 0
+
+
+def _steps_of(prefix: Prefix) -> list[Prefix]:
+    """A prefix cut into its steps: each entry that is not a loop alone, each maximal
+    run of loops together."""
+    out: list[Prefix] = []
+    run: list[Entry] = []
+    for e in prefix:
+        if e.kind == LOOP:
+            run.append(e)
+            continue
+        if run:
+            out.append(tuple(run))
+            run = []
+        out.append((e,))
+    if run:
+        out.append(tuple(run))
+    return out
+
+
+class _Prefixes(Sequence):
+    """An interner's prefixes by id, each rebuilt from its steps when looked at."""
+
+    def __init__(self, interner: PrefixInterner) -> None:
+        self._interner = interner
+
+    def __len__(self) -> int:
+        return len(self._interner)
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return [self._interner.prefix(k) for k in range(*i.indices(len(self)))]
+        if not -len(self) <= i < len(self):
+            raise IndexError(i)
+        return self._interner.prefix(int(i) % len(self))
 
 
 def _without_marks(prefix: Prefix) -> Prefix:
