@@ -51,7 +51,8 @@ from .joinable import RowKey, joinable, order_free_keys
 from .pmappings.generate import generate_pmappings
 from .pmappings.table import PmappingTable, empty_table
 from .space.config import MapperConfig
-from .space.prefix import LOOP, Prefix, PrefixInterner, marked
+from .space.interner import PrefixInterner
+from .space.prefix import marked
 from .space.templates import Template, fused_positions, template_key, templates, top_level
 from .tiling.fronts import FrontStore
 from .tiling.result import TemplateResult
@@ -462,16 +463,4 @@ def _new_and_kept(result: TemplateResult, interner: PrefixInterner, cut: RowCut)
     if result.seq is None:
         return np.zeros(result.rows, dtype=bool)
     ids, at = np.unique(result.seq, return_inverse=True)
-    split = np.array([splits_a_variable(interner.prefixes[i]) for i in ids.tolist()], dtype=bool)
-    return cut.keeps(result.energy, result.latency) & split[at.ravel()]
-
-
-def splits_a_variable(prefix: Prefix) -> bool:
-    """Whether a fused prefix has two loops over one rank variable."""
-    seen: set[str] = set()
-    for e in prefix:
-        if e.kind == LOOP:
-            if e.var in seen:
-                return True
-            seen.add(e.var)
-    return False
+    return cut.keeps(result.energy, result.latency) & interner.splits_a_variable(ids)[at.ravel()]

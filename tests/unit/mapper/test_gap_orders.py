@@ -234,7 +234,7 @@ def test_a_shared_copy_is_lowered_as_its_row_prefix_orders_the_gap():
     """copies._passed reads the gap's loops in the row's prefix order, not the canonical
     one: X[m, k] below two loops ``m`` (relevant) and ``n`` (irrelevant)."""
     from fusemap.mapper.join.copies import _passed as copy_passed
-    from fusemap.mapper.space.prefix import PrefixInterner
+    from fusemap.mapper.space.interner import PrefixInterner
 
     rel = {"m": "relevant", "n": "irrelevant", "k": "relevant"}
     info = SimpleNamespace(relevance=lambda _t, v: rel[v])

@@ -11,11 +11,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fusemap.mapper.joinable import joinable, order_free_keys, renamed_key
+from fusemap.mapper.space.interner import PrefixInterner
 from fusemap.mapper.space.prefix import (
     BackingEntry,
     LoopEntry,
     MarkEntry,
-    PrefixInterner,
     SpatialTile,
 )
 

@@ -7,13 +7,13 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from fusemap.mapper.space.interner import PrefixInterner
 from fusemap.mapper.space.prefix import (
     HOSTING,
     MARK,
     BackingEntry,
     LoopEntry,
     MarkEntry,
-    PrefixInterner,
     as_entries,
     canonical,
 )
@@ -132,3 +132,27 @@ def test_ids_and_prefixes_match_one_to_one(ops):
     assert len(set(every)) == len(every)
     assert all(x == canonical(x) for x in every)
     assert all(p.intern(x) == q for q, x in enumerate(every))
+    loops = [[e[1] for e in x if e[0] == "loop"] for x in every]
+    split = [len(set(v)) < len(v) for v in loops]
+    assert p.splits_a_variable(np.arange(len(every))).tolist() == split
+    settled = p.settled(np.arange(len(every)))
+    unmarked = p.unmarked(np.arange(len(every)))
+    for q, x in enumerate(every):
+        plain = canonical(tuple(e for e in x if e[0] != MARK))
+        runs = "".join("L" if e[0] == "loop" else "|" for e in x).split("|")
+        kept = plain if max(map(len, runs)) < 2 else x  # marks go where no gap holds two
+        assert p.prefixes[int(settled[q])] == kept
+        assert p.prefixes[int(unmarked[q])] == plain
+
+
+def test_a_split_is_found_past_the_bits_of_an_integer():
+    """With more rank variables than an integer has bits, a prefix still tells whether
+    two of its loops share one (read from the prefix itself)."""
+    p = PrefixInterner()
+    many = tuple(("loop", f"v{k}", 2) for k in range(70))
+    once = p.intern(many + (A_,))
+    twice = p.intern(many + (A_, ("loop", "v69", 1)))
+    early = p.intern((("loop", "v0", 4), A_, ("loop", "v0", 2)))
+    assert p.splits_a_variable(np.array([once, twice, early, 0])).tolist() == [
+        False, True, True, False,
+    ]  # fmt: skip

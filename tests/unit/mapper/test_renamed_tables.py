@@ -15,7 +15,8 @@ import pytest
 
 from fusemap.mapper.join.copies import copy_levels, same_view
 from fusemap.mapper.pmappings.renamed import RenamedInterner
-from fusemap.mapper.space.prefix import Compatibility, PrefixInterner
+from fusemap.mapper.space.interner import PrefixInterner
+from fusemap.mapper.space.prefix import Compatibility
 
 
 def test_renamed_prefixes_by_hand():

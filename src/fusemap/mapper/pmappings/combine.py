@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..pareto import pareto_mask
-from ..space.prefix import PrefixInterner
+from ..space.interner import PrefixInterner
 from ..tiling.columns import Column
 from ..tiling.result import TemplateResult
 from .fused_rows import fused_criteria, stacked_buckets

@@ -19,7 +19,7 @@ import numpy as np
 from ...spec.arch_eval import ArchEvaluator
 from ...spec.resolve import EinsumInfo, WorkloadInfo, resolve_workload
 from ..space.config import MapperConfig, config_from_spec
-from ..space.prefix import PrefixInterner
+from ..space.interner import PrefixInterner
 from ..space.templates import Template, join_memories, template_key, templates, top_memory
 from ..tiling.fronts import FrontStore
 from ..tiling.gap_orders import OrderCounter

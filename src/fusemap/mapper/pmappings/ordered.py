@@ -5,7 +5,8 @@ rows at a time, not all of them until the end.
 
 Rows of use (a ``useful`` filter) are picked as each template finishes, before any
 prune: such filters decide per prefix and keep every row dominating one they keep
-(:func:`fusemap.mapper.full_space.splits_a_variable` and cuts on energy and latency), so
+(:meth:`~fusemap.mapper.space.prefix.PrefixInterner.splits_a_variable` and cuts on
+energy and latency), so
 picking them before the prunes or after keeps the same rows, and each result is shown
 to the filter once (the full-space check's first search counts what it keeps).
 
@@ -24,7 +25,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ..space.prefix import PrefixInterner
+from ..space.interner import PrefixInterner
 from ..tiling.gap_orders import GapContext, OrderCounter, with_gap_orders
 from ..tiling.result import TemplateResult
 from ..tiling.search import alone_with_nothing_held

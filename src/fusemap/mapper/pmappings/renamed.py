@@ -7,7 +7,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..space.prefix import Prefix, PrefixInterner
+from ..space.interner import PrefixInterner
+from ..space.prefix import Prefix
 from ..tiling.result import TemplateResult
 
 

@@ -14,7 +14,8 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from ...spec import mapping as M
-from ..space.prefix import Compatibility, PrefixInterner, SpatialTile
+from ..space.interner import PrefixInterner
+from ..space.prefix import Compatibility, SpatialTile
 from ..space.templates import Template
 from ..tiling.columns import Column
 from ..tiling.gap_orders import ordered_as_prefix

@@ -39,7 +39,8 @@ from ...model.rules import lowered_past
 from ...spec import limits
 from ...spec import mapping as M
 from ...spec.errors import FusemapError, Location
-from ..space.prefix import LOOP, PrefixInterner, SpatialTile
+from ..space.interner import PrefixInterner
+from ..space.prefix import LOOP, SpatialTile
 from ..space.templates import Holder
 from .result import TemplateResult
 

@@ -7,7 +7,8 @@ import numpy as np
 
 from ...spec.resolve import EinsumInfo
 from ..distinct import unique_rows
-from ..space.prefix import LoopEntry, PrefixInterner, SpatialTile
+from ..space.interner import PrefixInterner
+from ..space.prefix import LoopEntry, SpatialTile
 from ..space.templates import Template
 from .gap_orders import canonical_order
 from .uneven import spatial_tiles

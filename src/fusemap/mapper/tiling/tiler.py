@@ -29,7 +29,8 @@ from ...spec.arch_eval import FlatArch
 from ...spec.resolve import EinsumInfo
 from ..pareto import pareto_mask
 from ..space.config import MapperConfig
-from ..space.prefix import BackingEntry, Entry, ForgetfulInterner, MarkEntry, PrefixInterner
+from ..space.interner import ForgetfulInterner, PrefixInterner
+from ..space.prefix import BackingEntry, Entry, MarkEntry
 from ..space.templates import Template, fused_positions, top_level
 from .columns import ColumnLayout
 from .costs import NodeCosts
