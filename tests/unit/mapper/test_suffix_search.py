@@ -158,9 +158,9 @@ def test_branch_and_bound_keeps_the_unfused_optimum(seed, tmp_path, monkeypatch)
     calls = []
     real_stage = TemplateTiler.stage
 
-    def spy(self, j, prev, ceiling=float("inf")):
+    def spy(self, j, prev, ceiling=float("inf"), within=None):
         calls.append(ceiling)
-        return real_stage(self, j, prev, ceiling)
+        return real_stage(self, j, prev, ceiling, within)
 
     for name in ("E0", "E1", "E2"):
         with monkeypatch.context() as m:
