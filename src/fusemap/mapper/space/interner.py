@@ -31,7 +31,7 @@ class PrefixInterner:
     tuple and two dictionary entries per prefix took 450 bytes each (17 GB for GPT-3 at
     batch 64). Each id records its parent's id and its *step*, the entries that lead
     there: one entry that is not a loop, or a run of loops (a gap of the search). Every
-    prefix is stored along its maximal runs (:meth:`_steps_of`), whichever way it was
+    prefix is stored along its maximal runs (:func:`_steps_of`), whichever way it was
     built, so equal prefixes have equal ids; a prefix is rebuilt from its steps when
     looked at (:attr:`prefixes`)."""
 
