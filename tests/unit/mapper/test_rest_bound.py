@@ -218,9 +218,7 @@ def _no_bounds(monkeypatch) -> None:
     """No node below a stage counted (each node's least taken as 0), nor any front's
     floor above the fused node."""
     monkeypatch.setattr(rest_bound, "bounded_terms", lambda tiler: [])
-    monkeypatch.setattr(
-        search._SharedSearch, "_below_floor", lambda self, i, j: (0.0, 1 << 30, None)
-    )
+    monkeypatch.setattr(search._SharedSearch, "_below_floor", lambda self, i, j: (1 << 30, None))
 
 
 BOUNDS = {"complete": (None, None), "near the least": (MARGIN, None), "ceiling": (None, 1.3)}

@@ -5,7 +5,7 @@ rows at a time, not all of them until the end.
 
 Rows of use (a ``useful`` filter) are picked as each template finishes, before any
 prune: such filters decide per prefix and keep every row dominating one they keep
-(:meth:`~fusemap.mapper.space.prefix.PrefixInterner.splits_a_variable` and cuts on
+(:meth:`~fusemap.mapper.space.interner.PrefixInterner.splits_a_variable` and cuts on
 energy and latency), so
 picking them before the prunes or after keeps the same rows, and each result is shown
 to the filter once (the full-space check's first search counts what it keeps).

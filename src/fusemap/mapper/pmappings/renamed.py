@@ -69,8 +69,5 @@ class RenamedInterner(PrefixInterner):
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
 
-    def __len__(self) -> int:
-        return len(self.base)
-
     def _intern_canonical(self, prefix: tuple) -> int:
         raise AssertionError("a renamed interner is read only")

@@ -39,7 +39,6 @@ class PrefixInterner:
         self.prefixes: Sequence[Prefix] = _Prefixes(self)  # (a renamed interner's: its own)
         self._parent = array("q", [-1])
         self._step = array("q", [-1])
-        self._last = bytearray(1)  # kind of each id's last entry (_KINDS; 0: none)
         self._flags = bytearray(1)  # per id: _MARKED, _GAP_OF_TWO, _SPLIT, _WIDE
         self._vars = array("q", [0])  # per id: its loops' rank variables, one bit each
         self._var_bits: dict[str, int] = {}
@@ -178,10 +177,10 @@ class PrefixInterner:
         canonical (:func:`canonical`), else the whole prefix interned again."""
         if not entries:
             return parent
-        last = self._last[parent]
-        one_step = kind == _NODE or (kind == _LOOPS and last != _KINDS[LOOP])
+        last = self._steps[self._step[parent]][0][-1].kind if parent else ""
+        one_step = kind == _NODE or (kind == _LOOPS and last != LOOP)
         # Canonical still: no hosting mark, or one that starts a run of backing nodes.
-        if one_step and (not self._steps[step][1] or last != _KINDS[BACK]):
+        if one_step and (not self._steps[step][1] or last != BACK):
             return self._child(parent, step)
         return self.intern(self.prefix(parent) + tuple(entries))
 
@@ -200,9 +199,8 @@ class PrefixInterner:
             got = children[key] = len(self._parent)
             self._parent.append(parent)
             self._step.append(step)
-            typed, _, flags, bits = self._steps[step]
+            _, _, flags, bits = self._steps[step]
             above = self._vars[parent]
-            self._last.append(_KINDS[typed[-1].kind])
             self._flags.append(self._flags[parent] | flags | (_SPLIT if above & bits else 0))
             self._vars.append(above | bits)
         return got
@@ -232,8 +230,6 @@ _STEPS = 1 << 32
 """Step ids stay below it (a key per parent and step)."""
 
 _NODE, _LOOPS = 1, 2
-
-_KINDS = {LOOP: 1, BACK: 2, MARK: 3}
 
 _MARKED, _GAP_OF_TWO, _SPLIT, _WIDE = 1, 2, 4, 8
 """Flags of a prefix: it holds a :data:`MARK`; one of its gaps holds two loops; two of

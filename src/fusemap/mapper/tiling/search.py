@@ -124,17 +124,17 @@ class _SharedSearch:
         if self.progress:
             self.progress(1)
 
-    def _below_floor(self, i: int, j: int) -> tuple[float, int, FrontFloor | None]:
-        """Least energy the nodes from the fused node down add to a row of tiler ``i``
+    def _below_floor(self, i: int, j: int) -> tuple[int, FrontFloor | None]:
+        """What the nodes from the fused node down add at least to a row of tiler ``i``
         after stage ``j``, if bounded (by its own least so far, or a ceiling: the full
-        space's check): its fused node's bottom-up front, built now instead of when met
-        (those nodes' energy is the front row's), and the position of the first node it
-        counts, and the floor per tile shape (:mod:`.front_floor`); (0, the compute
-        leaf's, None) if not known."""
+        space's check): the position of the first node it counts, and the floor of its
+        fused node's bottom-up front (:mod:`.front_floor`; the front built now instead
+        of when met: those nodes' energy is the front row's); (the compute leaf's
+        position, None) if not known."""
         t = self.tilers[i]
         bounded = t.bounded_by_least or np.isfinite(t.ceiling)
         if not bounded or t.relaxed or j >= t.p_max or not SuffixSearch.applies(t):
-            return 0.0, len(t.t.holders), None
+            return len(t.t.holders), None
         if i not in self.floors:
             search = SuffixSearch(t, self.fronts)
             front, key = search.front(t.p_max), search.ids[0]
@@ -142,8 +142,7 @@ class _SharedSearch:
             if got is None:
                 got = self.fronts.floors[key] = FrontFloor.of(front, search.radix, search.encode)
             self.floors[i] = got
-        floor = self.floors[i]
-        return floor.overall, t.p_max, floor
+        return t.p_max, self.floors[i]
 
     def _ceilings(self, members: list[int], j: int) -> list[tuple]:
         """Per member of a stage after node ``j``: (tiler, most energy so far a row may
@@ -151,9 +150,10 @@ class _SharedSearch:
         that, per tile shape: a :class:`FrontFloor`, or None)."""
         out = []
         for i in members:
-            floor, stop, per_shape = self._below_floor(i, j)
-            ceiling = _ceiling(self.best, [self.tilers[i]], self.least) - floor
-            out.append((self.tilers[i], ceiling, stop, per_shape))
+            stop, floor = self._below_floor(i, j)
+            least_below = floor.overall if floor is not None else 0.0
+            ceiling = _ceiling(self.best, [self.tilers[i]], self.least) - least_below
+            out.append((self.tilers[i], ceiling, stop, floor))
         return out
 
     def _count(self, stage: Stage) -> None:
