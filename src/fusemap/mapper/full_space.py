@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from functools import partial
 
 import numpy as np
 
@@ -47,7 +46,7 @@ from ..spec.arch_eval import ArchEvaluator
 from ..spec.resolve import WorkloadInfo
 from ..spec.spec import Spec
 from .deferred_hosting import base_key, merge_tables, renamed_table
-from .joinable import RowKey, joinable, order_free_keys
+from .joinable import OrderFreeKeys, RowKey, joinable
 from .pmappings.generate import generate_pmappings
 from .pmappings.table import PmappingTable, empty_table
 from .space.config import MapperConfig
@@ -391,23 +390,57 @@ def _searched(spec, einsum, full, chosen, cut: RowCut, useful) -> PmappingTable:
     )  # fmt: skip
 
 
-class _FirstSearch:
+class _KeyedRows:
+    """A ``useful`` filter that reads its rows' order-free keys (memoized per interner
+    along its trie, :class:`~fusemap.mapper.joinable.OrderFreeKeys`)."""
+
+    def __init__(self, cut: RowCut, sharing: tuple[frozenset[str], dict[str, str]]):
+        self.cut, self.sharing = cut, sharing
+        self._keys: OrderFreeKeys | None = None
+
+    def kept_keys(self, result: TemplateResult, keep: np.ndarray, interner) -> dict[int, RowKey]:
+        """Per prefix of the ``keep`` rows, its order-free key."""
+        if not keep.any():
+            return {}
+        if self._keys is None or self._keys.interner is not interner:
+            self._keys = OrderFreeKeys(interner, *self.sharing)
+        assert result.seq is not None  # rows are kept only with a prefix
+        return {s: self._keys(s) for s in np.unique(result.seq[keep]).tolist()}
+
+
+class _FirstSearch(_KeyedRows):
     """The check's first search of an Einsum (a ``useful`` filter): keeps what
     :func:`_new_and_kept` keeps until more than :data:`SEMI_JOIN_ROWS` rows are kept,
     then none (``tripped``: the table is searched again after the semi-join); records
     the order-free key of every row it would keep (``found``)."""
 
     def __init__(self, cut: RowCut, sharing: tuple[frozenset[str], dict[str, str]]):
-        self.cut, self.sharing = cut, sharing
+        super().__init__(cut, sharing)
         self.found: set[RowKey] = set()
         self.kept, self.tripped = 0, False
 
     def __call__(self, result: TemplateResult, interner: PrefixInterner) -> np.ndarray:
         keep = _new_and_kept(result, interner, self.cut)
-        self.found.update(_kept_keys(result, keep, interner, self.sharing).values())
+        self.found.update(self.kept_keys(result, keep, interner).values())
         self.kept += int(keep.sum())
         self.tripped = self.tripped or self.kept > SEMI_JOIN_ROWS
         return np.zeros_like(keep) if self.tripped else keep
+
+
+class _JoinableRows(_KeyedRows):
+    """The rows :func:`_new_and_kept` keeps whose order-free key is ``allowed``."""
+
+    def __init__(self, cut: RowCut, sharing, allowed: frozenset[RowKey]):
+        super().__init__(cut, sharing)
+        self.allowed = allowed
+
+    def __call__(self, result: TemplateResult, interner: PrefixInterner) -> np.ndarray:
+        keep = _new_and_kept(result, interner, self.cut)
+        keys = self.kept_keys(result, keep, interner)
+        if keys:
+            assert result.seq is not None  # rows are kept only with a prefix
+            keep[keep] = [keys[s] in self.allowed for s in result.seq[keep].tolist()]
+        return keep
 
 
 def _search_in_worker(
@@ -430,31 +463,11 @@ def _search_in_worker(
         if not chosen or allowed == frozenset():
             return empty_table(einsum), len(chosen), set()
         if allowed is not None:
-            useful = partial(_joinable_rows, cut=cut, sharing=sharing, allowed=allowed)
+            useful = _JoinableRows(cut, sharing, allowed)
             return _searched(spec, einsum, full, chosen, cut, useful), len(chosen), set()
         first = _FirstSearch(cut, sharing)
         table = _searched(spec, einsum, full, chosen, cut, first)
         return (None if first.tripped else table), len(chosen), first.found
-
-
-def _joinable_rows(result, interner, cut, sharing, allowed: frozenset[RowKey]) -> np.ndarray:
-    """The rows :func:`_new_and_kept` keeps whose order-free key is ``allowed``."""
-    keep = _new_and_kept(result, interner, cut)
-    keys = _kept_keys(result, keep, interner, sharing)
-    if keys:
-        assert result.seq is not None  # rows are kept only with a prefix
-        ok = [keys[s] in allowed for s in result.seq[keep].tolist()]
-        keep[keep] = ok
-    return keep
-
-
-def _kept_keys(result, keep: np.ndarray, interner, sharing) -> dict[int, RowKey]:
-    """Per prefix of the ``keep`` rows, its order-free key."""
-    if not keep.any():
-        return {}
-    assert result.seq is not None  # rows are kept only with a prefix
-    ids = np.unique(result.seq[keep]).tolist()
-    return {s: order_free_keys(interner.prefixes[s], *sharing) for s in ids}
 
 
 def _new_and_kept(result: TemplateResult, interner: PrefixInterner, cut: RowCut) -> np.ndarray:

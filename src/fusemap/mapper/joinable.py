@@ -34,6 +34,7 @@ import numpy as np
 from ..spec.resolve import WorkloadInfo
 from .pmappings.signature import tensor_renaming, variable_renaming
 from .pmappings.table import PmappingTable
+from .space.interner import PrefixInterner
 from .space.prefix import BACK, LOOP, Prefix, SpatialTile
 
 LoopKey = tuple[str, int, str]  # rank variable, tile, fanout of a spatial loop ("" if none)
@@ -49,11 +50,74 @@ def order_free_keys(prefix: Prefix, shared: Iterable[str], top: dict[str, str]) 
     fused: dict[str, tuple[str, tuple[LoopKey, ...]]] = {}
     for e in prefix:
         if e.kind == LOOP:
-            where = e.tile.where if isinstance(e.tile, SpatialTile) else ""
-            loops.append((e.var, int(e.tile), where))
+            loops.append(_loop_key(e))
         elif e.kind == BACK:
             fused[e.tensor] = (e.memory, tuple(sorted(loops)))
     return tuple((t, *fused.get(t, (top[t], ()))) for t in sorted(shared))
+
+
+class OrderFreeKeys:
+    """:func:`order_free_keys` of a search interner's prefixes by id, each worked out
+    from its parent's along the interner's trie and memoized: a step of loops, a mark or
+    a node of a tensor not shared leaves the key as it was; a backing node of a shared
+    tensor sets that tensor's entry to its memory and the loops above it. The check of
+    several fused loops per rank variable asks for the key of every row it keeps
+    (millions of prefixes for GPT-3 at batch 64), each rebuilt and walked whole before
+    (half the check's time)."""
+
+    def __init__(self, interner: PrefixInterner, shared: Iterable[str], top: dict[str, str]):
+        self.interner = interner
+        self._shared = frozenset(shared)
+        self._keys: list[RowKey] = [order_free_keys((), self._shared, top)]
+        self._key_ids: dict[RowKey, int] = {self._keys[0]: 0}
+        self._memo = np.full(1024, -1, dtype=np.int64)  # per prefix id: its key's index
+        self._memo[0] = 0
+        self._loops: dict[int, list[LoopKey]] = {}  # per step (a run of loops): their keys
+
+    def __call__(self, q: int) -> RowKey:
+        """The order-free key of prefix id ``q``."""
+        if q >= len(self._memo):
+            grown = np.full(max(2 * len(self._memo), q + 1), -1, dtype=np.int64)
+            grown[: len(self._memo)] = self._memo
+            self._memo = grown
+        path = []
+        while self._memo[q] < 0:
+            path.append(q)
+            q = self.interner.step_of(q)[0]
+        k = int(self._memo[q])
+        for p in reversed(path):
+            e = self.interner.step_of(p)[2][0]
+            if e.kind == BACK and e.tensor in self._shared:
+                k = self._with(k, e.tensor, e.memory, tuple(sorted(self._loops_above(p))))
+            self._memo[p] = k
+        return self._keys[k]
+
+    def _with(self, k: int, tensor: str, memory: str, loops: tuple[LoopKey, ...]) -> int:
+        """The index of key ``k`` with ``tensor`` backed in ``memory`` under ``loops``."""
+        key = tuple((tensor, memory, loops) if x[0] == tensor else x for x in self._keys[k])
+        got = self._key_ids.get(key)
+        if got is None:
+            got = self._key_ids[key] = len(self._keys)
+            self._keys.append(key)
+        return got
+
+    def _loops_above(self, q: int) -> list[LoopKey]:
+        """The loop keys of prefix id ``q``, in no particular order."""
+        out: list[LoopKey] = []
+        while q > 0:
+            parent, step, entries = self.interner.step_of(q)
+            if entries[0].kind == LOOP:
+                loops = self._loops.get(step)
+                if loops is None:
+                    loops = self._loops[step] = [_loop_key(e) for e in entries]
+                out += loops
+            q = parent
+        return out
+
+
+def _loop_key(e) -> LoopKey:
+    where = e.tile.where if isinstance(e.tile, SpatialTile) else ""
+    return (e.var, int(e.tile), where)
 
 
 def table_keys(table: PmappingTable) -> set[RowKey]:

@@ -10,9 +10,10 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fusemap.mapper.joinable import joinable, order_free_keys, renamed_key
+from fusemap.mapper.joinable import OrderFreeKeys, joinable, order_free_keys, renamed_key
 from fusemap.mapper.space.interner import PrefixInterner
 from fusemap.mapper.space.prefix import (
+    HOSTING,
     BackingEntry,
     LoopEntry,
     MarkEntry,
@@ -131,3 +132,39 @@ def test_a_shared_table_keeps_a_row_one_of_its_einsums_can_use():
     assert got == {"Q": frozenset({row})}
     alone = joinable(wl, {"Q": ["Q"], "K": ["K"], "S": ["S"]}, tables, {"Q": {row}})
     assert alone == {"Q": frozenset()}  # as Q's own row: S holds Q under nothing
+
+
+ENTRIES = [
+    L("m", 8), L("n", 4), L("m", 2), L("n", SpatialTile(4, "PE.X")), B("T1", "GB"),
+    B("T2", "GB"), B("I", "GB"), B("T1", "DRAM"), MarkEntry.of("W", "GB"),
+    BackingEntry.of(HOSTING, "GB"),
+]  # fmt: skip
+KEY_OPS = st.lists(
+    st.tuples(
+        st.sampled_from(["extend", "intern", "ask"]),
+        st.lists(st.sampled_from(ENTRIES), max_size=3),
+        st.integers(0, 1 << 16),
+    ),
+    max_size=30,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(KEY_OPS)
+def test_keys_along_the_trie_are_the_keys_of_the_whole_prefixes(ops):
+    """Asked in any order while the interner grows (each id's key memoized from its
+    parent's), every id's key is :func:`order_free_keys` of its whole prefix."""
+    p = PrefixInterner()
+    keys = OrderFreeKeys(p, {"T1", "T2"}, TOP)
+    asked = {}
+    for op, entries, pick in ops:
+        q = pick % len(p.prefixes)
+        if op == "extend":
+            p.extend(np.array([q]), [tuple(entries)], np.zeros(1, dtype=np.int64))
+        elif op == "intern":
+            p.intern(p.prefixes[q] + tuple(entries))
+        else:
+            asked[q] = keys(q)
+    for q in [*asked, *range(len(p.prefixes))]:
+        assert keys(q) == order_free_keys(p.prefixes[q], {"T1", "T2"}, TOP)
+    assert all(keys(q) == key for q, key in asked.items())

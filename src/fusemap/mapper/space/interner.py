@@ -67,6 +67,12 @@ class PrefixInterner:
             q = self._parent[q]
         return tuple(chain.from_iterable(reversed(steps)))
 
+    def step_of(self, q: int) -> tuple[int, int, Prefix]:
+        """Id ``q``'s parent id, its step's id and entries (``q`` > 0): one entry that is
+        not a loop, or a run of loops."""
+        step = self._step[q]
+        return self._parent[q], step, self._steps[step][0]
+
     def intern(self, prefix: tuple) -> int:
         """The id of ``prefix`` (new ids for new prefixes; see :func:`canonical`)."""
         return self._intern_canonical(canonical(prefix))
