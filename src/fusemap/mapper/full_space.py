@@ -39,26 +39,20 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-import numpy as np
-
 from ..spec import limits
 from ..spec.arch_eval import ArchEvaluator
 from ..spec.resolve import WorkloadInfo
 from ..spec.spec import Spec
+from .check_rows import GAIN, FirstSearch, Joinable, JoinableRows, RowCut
 from .deferred_hosting import base_key, merge_tables, renamed_table
-from .joinable import OrderFreeKeys, RowKey, joinable
+from .joinable import RowKey, joinable
 from .pmappings.generate import generate_pmappings
 from .pmappings.table import PmappingTable, empty_table
 from .space.config import MapperConfig
-from .space.interner import PrefixInterner
 from .space.prefix import marked
 from .space.templates import Template, fused_positions, template_key, templates, top_level
 from .tiling.fronts import FrontStore
-from .tiling.result import TemplateResult
 from .workers import in_worker, run_tasks
-
-GAIN = 1e-9
-"""Relative energy below ``best`` a mapping must reach to count as better."""
 
 SEMI_JOIN_ROWS = 20_000
 """Rows (before their loop orders) past which an Einsum's check rows are searched again,
@@ -76,6 +70,7 @@ class FullSpaceCheck:
     templates_searched: int = 0  # of those (and hosting ones), searched again in full
     rows_added: int = 0
     semi_joined: int = 0  # tables searched again, only rows that may join
+    templates_searched_again: int = 0  # their templates with a row that may join
     keys_dropped: int = 0  # order-free keys (prefixes without order) they left out
     incomplete: bool = False
     """Some table's allowance passes what it holds (:attr:`PmappingTable.complete_to`):
@@ -92,54 +87,6 @@ def _prefix_gaps(t: Template, shared: frozenset[str], arch: ArchEvaluator, einsu
     flat = arch.flat(einsum, t.compute)
     top = flat.path[top_level(flat)].name
     return max(fused_positions(t, shared, top), default=-1)
-
-
-@dataclass(frozen=True)
-class RowCut:
-    """Which pmappings of one Einsum may be part of a better mapping: completed with the
-    least energy and latency of every other Einsum (``rest_*``; objectives add up along
-    the order), their objective is at most ``limit`` (the best found, less ``GAIN``)."""
-
-    objective: str  # energy | latency | edp | pareto
-    limit: float
-    rest_energy: float = 0.0
-    rest_latency: float = 0.0
-    front: tuple[tuple[float, float], ...] = ()  # pareto: (energy, latency) points found
-    own_latency: float = 0.0  # the Einsum's own least latency (over the whole space)
-
-    def keeps(self, energy, latency):
-        """Whether rows (or floors) of these energies and latencies may do better."""
-        e = np.asarray(energy, dtype=np.float64) + self.rest_energy
-        lat = np.asarray(latency, dtype=np.float64) + self.rest_latency
-        if self.objective == "pareto":
-            return ~self._dominated(e, lat)
-        value = e if self.objective == "energy" else lat if self.objective == "latency" else e * lat
-        return value <= self.limit
-
-    def _dominated(self, e: np.ndarray, lat: np.ndarray) -> np.ndarray:
-        """Whether some point of the front, less ``GAIN``, is no worse in both."""
-        if not self.front:
-            return np.zeros(e.shape, dtype=bool)
-        points = np.array(sorted(self.front)) * (1 - GAIN)
-        least = np.minimum.accumulate(points[:, 1])  # least latency at most each energy
-        k = np.searchsorted(points[:, 0], e, side="right")  # points of energy <= e
-        return (k > 0) & (least[np.maximum(k - 1, 0)] <= lat)
-
-    def energy_ceiling(self) -> float:
-        """Most energy such a row may have (the tile search's branch and bound): every
-        row's latency is at least ``own_latency``, so with EDP ``(E + rest_energy) *
-        (own_latency + rest_latency)`` is at most ``limit`` (latencies are positive);
-        for a front, the energy of a point whose latency is at most that sum dominates
-        any row above it."""
-        slowest = self.rest_latency + self.own_latency  # least latency of any completion
-        if self.objective == "energy":
-            return self.limit - self.rest_energy
-        if self.objective == "edp" and slowest > 0:
-            return self.limit / slowest - self.rest_energy
-        if self.objective == "pareto":
-            under = [e for e, lat in self.front if lat * (1 - GAIN) <= slowest]
-            return min(under) * (1 - GAIN) - self.rest_energy if under else math.inf
-        return math.inf
 
 
 def check_full_space(
@@ -173,12 +120,15 @@ def check_full_space(
     made = {b: table for b, (table, _, _) in zip(wanted, first, strict=True)}
     again = [b for b in wanted if made[b] is None]
     if again:  # too many rows to give their loop orders: first those that may join
-        found = {b: keys for b, (_, _, keys) in zip(wanted, first, strict=True)}
-        allowed = joinable(wl, groups, tables, found)
+        per_template = {b: keys for b, (_, _, keys) in zip(wanted, first, strict=True)}
+        found = {b: set().union(*keys.values()) for b, keys in per_template.items()}
+        keys = joinable(wl, groups, tables, found)
+        allowed = {b: Joinable.of(keys[b], per_template[b]) for b in again}
         check.semi_joined = len(again)
-        check.keys_dropped = sum(len(found[b]) - len(allowed[b]) for b in again)
+        check.keys_dropped = sum(len(found[b]) - len(keys[b]) for b in again)
         redo = run_tasks(jobs, _search_in_worker, [(*args[b], allowed[b]) for b in again])
         made.update({b: table for b, (table, _, _) in zip(again, redo, strict=True)})
+        check.templates_searched_again = sum(searched for _, searched, _ in redo)
     for b, (_, searched, _) in zip(wanted, first, strict=True):
         table = made[b]
         assert table is not None
@@ -390,59 +340,6 @@ def _searched(spec, einsum, full, chosen, cut: RowCut, useful) -> PmappingTable:
     )  # fmt: skip
 
 
-class _KeyedRows:
-    """A ``useful`` filter that reads its rows' order-free keys (memoized per interner
-    along its trie, :class:`~fusemap.mapper.joinable.OrderFreeKeys`)."""
-
-    def __init__(self, cut: RowCut, sharing: tuple[frozenset[str], dict[str, str]]):
-        self.cut, self.sharing = cut, sharing
-        self._keys: OrderFreeKeys | None = None
-
-    def kept_keys(self, result: TemplateResult, keep: np.ndarray, interner) -> dict[int, RowKey]:
-        """Per prefix of the ``keep`` rows, its order-free key."""
-        if not keep.any():
-            return {}
-        if self._keys is None or self._keys.interner is not interner:
-            self._keys = OrderFreeKeys(interner, *self.sharing)
-        assert result.seq is not None  # rows are kept only with a prefix
-        return {s: self._keys(s) for s in np.unique(result.seq[keep]).tolist()}
-
-
-class _FirstSearch(_KeyedRows):
-    """The check's first search of an Einsum (a ``useful`` filter): keeps what
-    :func:`_new_and_kept` keeps until more than :data:`SEMI_JOIN_ROWS` rows are kept,
-    then none (``tripped``: the table is searched again after the semi-join); records
-    the order-free key of every row it would keep (``found``)."""
-
-    def __init__(self, cut: RowCut, sharing: tuple[frozenset[str], dict[str, str]]):
-        super().__init__(cut, sharing)
-        self.found: set[RowKey] = set()
-        self.kept, self.tripped = 0, False
-
-    def __call__(self, result: TemplateResult, interner: PrefixInterner) -> np.ndarray:
-        keep = _new_and_kept(result, interner, self.cut)
-        self.found.update(self.kept_keys(result, keep, interner).values())
-        self.kept += int(keep.sum())
-        self.tripped = self.tripped or self.kept > SEMI_JOIN_ROWS
-        return np.zeros_like(keep) if self.tripped else keep
-
-
-class _JoinableRows(_KeyedRows):
-    """The rows :func:`_new_and_kept` keeps whose order-free key is ``allowed``."""
-
-    def __init__(self, cut: RowCut, sharing, allowed: frozenset[RowKey]):
-        super().__init__(cut, sharing)
-        self.allowed = allowed
-
-    def __call__(self, result: TemplateResult, interner: PrefixInterner) -> np.ndarray:
-        keep = _new_and_kept(result, interner, self.cut)
-        keys = self.kept_keys(result, keep, interner)
-        if keys:
-            assert result.seq is not None  # rows are kept only with a prefix
-            keep[keep] = [keys[s] in self.allowed for s in result.seq[keep].tolist()]
-        return keep
-
-
 def _search_in_worker(
     spec: Spec,
     einsum: str,
@@ -450,30 +347,23 @@ def _search_in_worker(
     cut: RowCut,
     excluded: set[tuple],
     sharing: tuple[frozenset[str], dict[str, str]],
-    allowed: frozenset[RowKey] | None,
+    allowed: Joinable | None,
     lim: limits.Limits | None,
-) -> tuple[PmappingTable | None, int, set[RowKey]]:
+) -> tuple[PmappingTable | None, int, dict[tuple, set[RowKey]]]:
     """The pmappings ``cut`` keeps of the templates with two prefix gaps or more not
     ``excluded`` by their floor, over the whole fused space; how many templates that
-    was; and (first search, ``allowed`` None) the rows' order-free keys. The table is
-    None when the first search found too many rows (:class:`_FirstSearch`); searched
-    again, only rows of ``allowed`` keys are kept."""
+    was; and (first search, ``allowed`` None) the rows' order-free keys per template.
+    The table is None when the first search found too many rows (:class:`FirstSearch`);
+    searched again, only the templates and the rows ``allowed`` names."""
     with in_worker(lim):
         chosen = _chosen(spec, einsum, full, excluded)
-        if not chosen or allowed == frozenset():
-            return empty_table(einsum), len(chosen), set()
         if allowed is not None:
-            useful = _JoinableRows(cut, sharing, allowed)
-            return _searched(spec, einsum, full, chosen, cut, useful), len(chosen), set()
-        first = _FirstSearch(cut, sharing)
+            chosen = [t for t in chosen if template_key(t) in allowed.templates]
+        if not chosen:
+            return empty_table(einsum), len(chosen), {}
+        if allowed is not None:
+            useful = JoinableRows(cut, sharing, allowed.keys)
+            return _searched(spec, einsum, full, chosen, cut, useful), len(chosen), {}
+        first = FirstSearch(cut, sharing, SEMI_JOIN_ROWS)
         table = _searched(spec, einsum, full, chosen, cut, first)
         return (None if first.tripped else table), len(chosen), first.found
-
-
-def _new_and_kept(result: TemplateResult, interner: PrefixInterner, cut: RowCut) -> np.ndarray:
-    """Rows ``cut`` keeps whose prefix splits a variable (the others are in the table
-    already): before the loop orders of their gaps are added, which change neither."""
-    if result.seq is None:
-        return np.zeros(result.rows, dtype=bool)
-    ids, at = np.unique(result.seq, return_inverse=True)
-    return cut.keeps(result.energy, result.latency) & interner.splits_a_variable(ids)[at.ravel()]

@@ -10,6 +10,7 @@ those that may beat the answer (add a point to the front), so the default finds 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -185,3 +186,42 @@ def test_rows_searched_again_after_the_semi_join_still_give_the_optimum(tmp_path
     check = got.statistics.full_space
     assert check is not None and check.semi_joined > 0 and check.rows_added > 0
     assert check.keys_dropped > 0
+
+
+@pytest.mark.slow
+def test_a_second_search_of_only_the_templates_with_a_joinable_key_loses_no_row(
+    tmp_path, monkeypatch
+):
+    """Each table searched again after the semi-join is searched over the templates
+    whose first search found a key that may join: the same rows, row for row, as the
+    same search over every template the first search saw; and fewer templates."""
+    monkeypatch.setattr(full_space, "SEMI_JOIN_ROWS", 0)
+    real, calls = full_space._search_in_worker, []
+
+    def spy(*args):
+        out = real(*args)
+        calls.append((args, out))
+        return out
+
+    monkeypatch.setattr(full_space, "_search_in_worker", spy)
+    _map(tmp_path, True)
+    again = [(args, out) for args, out in calls if args[6] is not None]
+    firsts = {args[1]: out for args, out in calls if args[6] is None}
+    assert again
+    fewer = 0
+    for args, (table, searched, _) in again:
+        every = frozenset(firsts[args[1]][2])  # every template with a kept row
+        allowed = replace(args[6], templates=every)
+        whole, whole_searched, _ = real(*args[:6], allowed, args[7])
+        assert _rows(table) == _rows(whole)
+        fewer += whole_searched - searched
+    assert fewer > 0
+
+
+def _rows(table) -> list[tuple]:
+    """A table's rows as (energy, prefix) pairs, sorted."""
+    if table is None or not len(table):
+        return []
+    prefixes = table.fusion.interner.prefixes
+    seqs = [prefixes[s] for s in table.fusion.seq.tolist()]
+    return sorted(zip(table.energy.tolist(), seqs, strict=True))
