@@ -156,3 +156,88 @@ def test_a_split_is_found_past_the_bits_of_an_integer():
     assert p.splits_a_variable(np.array([once, twice, early, 0])).tolist() == [
         False, True, True, False,
     ]  # fmt: skip
+
+
+BATCHES = st.lists(
+    st.tuples(
+        st.lists(st.integers(0, 1 << 16), min_size=1, max_size=8),
+        st.lists(
+            st.lists(st.sampled_from([M_, N_, A_, C_, W_, ("back", HOSTING, "GB")]), max_size=3),
+            min_size=1,
+            max_size=3,
+        ),
+    ),
+    max_size=12,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(BATCHES, st.sampled_from([(0, 0), (4, 0), (1 << 20, 0), (4, 64)]))
+def test_a_batch_extends_each_row_as_the_whole_prefix_would(batches, knobs):
+    """Rows of one batch (repeated prefixes and entries, steps kept whole or not, a
+    pickle round trip between batches) get the ids of their whole prefixes; children
+    in chunks from the start, soon, or never; batches as arrays or row by row."""
+    from fusemap.mapper.space import child_index, interner
+
+    before = child_index.DICT_UP_TO, interner.BATCH_FROM
+    child_index.DICT_UP_TO, interner.BATCH_FROM = knobs
+    try:
+        _batches_give_whole_ids(batches)
+    finally:
+        child_index.DICT_UP_TO, interner.BATCH_FROM = before
+
+
+def _batches_give_whole_ids(batches) -> None:
+    import pickle
+
+    p = PrefixInterner()
+    none = np.zeros(0, dtype=np.int64)
+    assert p.extend(none, [], none).tolist() == p.extend(none, [(M_,)], none).tolist() == []
+    for k, (picks, entries) in enumerate(batches):
+        ids = np.array([q % len(p) for q in picks])
+        which = np.array([q % len(entries) for q in picks])
+        got = p.extend(ids, [tuple(e) for e in entries], which)
+        for q, w, g in zip(ids.tolist(), which.tolist(), got.tolist(), strict=True):
+            assert p.prefixes[g] == canonical(p.prefixes[q] + tuple(entries[w]))
+        if k % 3 == 2:
+            p = pickle.loads(pickle.dumps(p))
+    every = [p.prefixes[q] for q in range(len(p))]
+    assert len(set(every)) == len(every)
+    assert all(p.intern(x) == q for q, x in enumerate(every))
+    loops = [[e[1] for e in x if e[0] == "loop"] for x in every]
+    assert p.splits_a_variable(np.arange(len(every))).tolist() == [
+        len(set(v)) < len(v) for v in loops
+    ]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.booleans(), st.lists(st.integers(0, 60), max_size=20))))
+def test_the_child_index_answers_as_a_dict(ops):
+    """Keys added in batches or one at a time (past the pending dict's size), looked up
+    in batches or one at a time, as a dict would: in a dict alone or in chunks."""
+    from fusemap.mapper.space import child_index
+
+    pending, up_to = child_index.PENDING, child_index.DICT_UP_TO
+    try:
+        for child_index.DICT_UP_TO in (0, 5, 1 << 20):  # chunks at once, soon, never
+            child_index.PENDING = 3
+            _answer_as_a_dict(child_index.ChildIndex(), {}, ops)
+    finally:
+        child_index.PENDING, child_index.DICT_UP_TO = pending, up_to
+
+
+def _answer_as_a_dict(index, plain: dict, ops) -> None:
+    for one_by_one, keys in ops:
+        new = sorted(set(keys) - set(plain))
+        if one_by_one:
+            for k in new:
+                plain[k] = len(plain)
+                index.add_one(k, plain[k])
+        else:
+            ids = list(range(len(plain), len(plain) + len(new)))
+            plain.update(zip(new, ids, strict=True))
+            index.add(np.array(new, dtype=np.int64), np.array(ids, dtype=np.int64))
+        asked = np.array(keys, dtype=np.int64)
+        assert index.find(asked).tolist() == [plain.get(k, -1) for k in keys]
+        assert [index.get(k) for k in keys] == [plain.get(k) for k in keys]
+    assert len(index) == len(plain)

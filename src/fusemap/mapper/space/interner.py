@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from .child_index import ChildIndex
 from .prefix import (
     BACK,
     LOOP,
@@ -44,7 +45,10 @@ class PrefixInterner:
         self._var_bits: dict[str, int] = {}
         self._steps: list[tuple[Prefix, bool, int, int]] = []  # typed, hosting?, flags, vars
         self._step_ids: dict[tuple, int] = {}  # entries (typed or plain) -> step id
-        self._children: dict[int, int] | None = {}  # parent * STEPS + step -> id
+        # Per step, for batches: flags, vars, hosting mark?, last entry's kind (_LAST_*).
+        self._step_flags, self._step_vars = array("q"), array("q")
+        self._step_hosting, self._step_last = bytearray(), bytearray()
+        self._children: ChildIndex | None = ChildIndex()  # parent * STEPS + step -> id
 
     def __len__(self) -> int:
         return len(self._parent)
@@ -156,6 +160,13 @@ class PrefixInterner:
             if bits >= 1 << 62:  # past the bits of an integer: worked out from the prefix
                 flags, bits = flags | _WIDE, 0
             self._steps.append((typed, has_hosting(typed), flags, bits))
+            self._step_flags.append(flags)
+            self._step_vars.append(bits)
+            self._step_hosting.append(has_hosting(typed))
+            last = typed[-1].kind
+            self._step_last.append(
+                _LAST_LOOP if last == LOOP else _LAST_BACK if last == BACK else 0
+            )
         return got
 
     def extend(self, ids: np.ndarray, entries: list[tuple], which: np.ndarray):
@@ -168,6 +179,10 @@ class PrefixInterner:
         parents, chosen = np.divmod(uniq, len(entries))
         kinds = [_step_kind(x) for x in entries]
         steps = [self._step_id(x) if k else -1 for x, k in zip(entries, kinds, strict=True)]
+        step = np.array(steps, dtype=np.int64)[chosen]
+        many = len(uniq) >= BATCH_FROM
+        if many and self._one_step(parents, np.array(kinds, dtype=np.int64)[chosen], step).all():
+            return self._children_of(parents, step)[inverse.ravel()]
         new = np.array(
             [
                 self._extended(p, entries[w], kinds[w], steps[w])
@@ -176,6 +191,55 @@ class PrefixInterner:
             dtype=np.int64,
         )
         return new[inverse.ravel()]
+
+    def _one_step(self, parents: np.ndarray, kinds: np.ndarray, steps: np.ndarray) -> np.ndarray:
+        """Whether each prefix ``parents`` followed by its step (of ``kinds``; -1: none)
+        is one step down that keeps it canonical (see :meth:`_extended`)."""
+        if not self._steps:
+            return np.zeros(len(parents), dtype=bool)
+        own = np.frombuffer(self._step, dtype=np.int64)[parents]
+        last = np.frombuffer(self._step_last, dtype=np.uint8)[np.maximum(own, 0)]
+        last = np.where(parents > 0, last, 0)
+        hosting = np.frombuffer(self._step_hosting, dtype=np.uint8)[np.maximum(steps, 0)]
+        one = (kinds == _NODE) | ((kinds == _LOOPS) & (last != _LAST_LOOP))
+        return one & ((hosting == 0) | (last != _LAST_BACK)) & (steps >= 0)
+
+    def _children_of(self, parents: np.ndarray, steps: np.ndarray) -> np.ndarray:
+        """:meth:`_child` of each (parent, step) pair, new ids given in the pairs' order."""
+        keys = parents * _STEPS + steps
+        uniq, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+        got = self._index().find(uniq)
+        new = np.flatnonzero(got < 0)
+        if len(new):
+            new = new[np.argsort(first[new], kind="stable")]  # in the pairs' order
+            got[new] = len(self._parent) + np.arange(len(new))
+            self._append(uniq[new] // _STEPS, uniq[new] % _STEPS)
+            fresh = np.sort(new)  # uniq is sorted
+            self._index().add(uniq[fresh], got[fresh])
+        return got[inverse.ravel()]
+
+    def _append(self, parents: np.ndarray, steps: np.ndarray) -> None:
+        """New ids for prefixes ``parents`` followed by steps ``steps`` (the arrays'
+        buffers are read through views that end with each expression, so they may grow
+        after)."""
+        flags = np.frombuffer(self._flags, dtype=np.uint8)[parents].astype(np.int64)
+        above = np.frombuffer(self._vars, dtype=np.int64)[parents]
+        bits = np.frombuffer(self._step_vars, dtype=np.int64)[steps]
+        flags |= np.frombuffer(self._step_flags, dtype=np.int64)[steps]
+        flags |= np.where(above & bits, _SPLIT, 0)
+        self._parent.frombytes(parents.astype(np.int64).tobytes())
+        self._step.frombytes(steps.astype(np.int64).tobytes())
+        self._flags += flags.astype(np.uint8).tobytes()
+        self._vars.frombytes((above | bits).tobytes())
+
+    def _index(self) -> ChildIndex:
+        """The children, rebuilt from the parents and steps after unpickling."""
+        if self._children is None:
+            parents = np.frombuffer(self._parent, dtype=np.int64)[1:]
+            steps = np.frombuffer(self._step, dtype=np.int64)[1:]
+            ids = np.arange(1, len(self._parent), dtype=np.int64)
+            self._children = ChildIndex.of(parents * _STEPS + steps, ids)
+        return self._children
 
     def _extended(self, parent: int, entries: tuple, kind: int, step: int) -> int:
         """The id of prefix ``parent`` followed by ``entries``: one step down when they
@@ -192,23 +256,17 @@ class PrefixInterner:
 
     def _child(self, parent: int, step: int) -> int:
         """The id of prefix ``parent`` followed by step ``step`` (new if not seen)."""
-        children = self._children
-        if children is None:  # unpickled: rebuild
-            children = self._children = {
-                p * _STEPS + k: q
-                for q, (p, k) in enumerate(zip(self._parent, self._step, strict=True))
-                if q
-            }
         key = parent * _STEPS + step
-        got = children.get(key)
+        got = self._index().get(key)
         if got is None:
-            got = children[key] = len(self._parent)
+            got = len(self._parent)
             self._parent.append(parent)
             self._step.append(step)
             _, _, flags, bits = self._steps[step]
             above = self._vars[parent]
             self._flags.append(self._flags[parent] | flags | (_SPLIT if above & bits else 0))
             self._vars.append(above | bits)
+            self._index().add_one(key, got)
         return got
 
     def compatibility(
@@ -236,6 +294,13 @@ _STEPS = 1 << 32
 """Step ids stay below it (a key per parent and step)."""
 
 _NODE, _LOOPS = 1, 2
+
+BATCH_FROM = 64
+"""Pairs of an :meth:`PrefixInterner.extend` from which they are looked up and added as
+arrays (fewer: one at a time, cheaper than the arrays' overhead)."""
+
+_LAST_LOOP, _LAST_BACK = 1, 2
+"""A step's last entry: a loop, a backing node (0: another node)."""
 
 _MARKED, _GAP_OF_TWO, _SPLIT, _WIDE = 1, 2, 4, 8
 """Flags of a prefix: it holds a :data:`MARK`; one of its gaps holds two loops; two of
