@@ -8,7 +8,8 @@ mapper takes 370-530 s there).
 --batch and --tokens probe other sizes (experiments/ffm/README.md, Headline: at 256
 tokens batch 1 takes 17 s, batch 2 44 s, batch 4 14 minutes; batch 64 at 64 tokens makes
 its tables and joins in 2.7 GB; its check of several fused loops grew past 17 GB before
-its rows were bounded before interning and the interner became a trie: QK's check 4.8 GB).
+its rows were bounded before interning and the interner became a trie: QK's check 3.5 GB;
+the whole run then runs out in QK's second search, 15.8 million rows within its allowance).
 
 usage: python benchmarks/gpt3.py [--jobs 2] [--objective energy] [--batch 1] [--tokens 2048]
 """
