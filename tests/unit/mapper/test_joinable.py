@@ -19,6 +19,7 @@ from fusemap.mapper.space.prefix import (
     MarkEntry,
     SpatialTile,
 )
+from tests.support.interner_ops import grow
 
 L, B = LoopEntry.of, BackingEntry.of
 TOP = dict.fromkeys(["T1", "T2", "I", "Q", "K"], "DRAM")
@@ -158,12 +159,8 @@ def test_keys_along_the_trie_are_the_keys_of_the_whole_prefixes(ops):
     keys = OrderFreeKeys(p, {"T1", "T2"}, TOP)
     asked = {}
     for op, entries, pick in ops:
-        q = pick % len(p.prefixes)
-        if op == "extend":
-            p.extend(np.array([q]), [tuple(entries)], np.zeros(1, dtype=np.int64))
-        elif op == "intern":
-            p.intern(p.prefixes[q] + tuple(entries))
-        else:
+        if not grow(p, op, entries, pick):
+            q = pick % len(p.prefixes)
             asked[q] = keys(q)
     for q in [*asked, *range(len(p.prefixes))]:
         assert keys(q) == order_free_keys(p.prefixes[q], {"T1", "T2"}, TOP)

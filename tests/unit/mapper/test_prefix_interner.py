@@ -17,6 +17,7 @@ from fusemap.mapper.space.prefix import (
     as_entries,
     canonical,
 )
+from tests.support.interner_ops import grow
 
 TOKENS = [
     ("loop", "m", 4),
@@ -119,13 +120,10 @@ def test_ids_and_prefixes_match_one_to_one(ops):
 
     p = PrefixInterner()
     for op, tokens, pick in ops:
-        q = pick % len(p.prefixes)
-        if op == "extend":
-            p.extend(np.array([q]), [tuple(tokens)], np.zeros(1, dtype=np.int64))
-        elif op == "intern":
-            p.intern(p.prefixes[q] + tuple(tokens))
-        elif op in ("settled", "unmarked"):
-            getattr(p, op)(np.array([q]))
+        if grow(p, op, tokens, pick):
+            continue
+        if op in ("settled", "unmarked"):
+            getattr(p, op)(np.array([pick % len(p.prefixes)]))
         else:
             p = pickle.loads(pickle.dumps(p))
     every = [p.prefixes[q] for q in range(len(p.prefixes))]
