@@ -204,3 +204,23 @@ def test_subprocess_exit_status(tmp_path):
     assert re.fullmatch(
         r"error: .*arch\.yaml:12: Buffer\.size: expected a number, got 'big'\n", proc.stderr
     )
+
+
+def test_running_out_of_memory_is_one_line_not_an_internal_error(tmp_path, monkeypatch, capsys):
+    """A mapping too large for the machine's memory ends with one line saying so (its
+    peak, what may help) and status 1, not a traceback nor "please report it"; with
+    ``--debug`` the MemoryError itself."""
+    from fusemap.cli import map_command
+    from fusemap.examples import example_path
+
+    def too_large(*args, **kwargs):
+        raise MemoryError
+
+    monkeypatch.setattr(map_command, "map_workload", too_large)
+    args = ["map", str(example_path("arch.yaml")), str(example_path("matmul_chain.yaml"))]
+    code, out = run_cli(args, monkeypatch, capsys)
+    assert code == 1 and len(out.strip().splitlines()) == 1
+    assert re.fullmatch(r"error: out of memory \([0-9.]+ GB at the peak\): .*-j 1.*", out.strip())
+    assert "internal error" not in out and "Traceback" not in out
+    with pytest.raises(MemoryError):
+        run_cli(["--debug", *args], monkeypatch, capsys)

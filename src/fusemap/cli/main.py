@@ -32,6 +32,11 @@ def main() -> None:
         sys.exit(getattr(ex, "exit_code", getattr(ex, "code", 0)))
     except typer.Abort:
         sys.exit(130)
+    except MemoryError:
+        if debugging():
+            raise
+        typer.echo(_OUT_OF_MEMORY.format(peak=_peak_gb()), err=True)
+        sys.exit(1)
     except Exception as err:
         if isinstance(err, _usage_error_type()):  # bad command-line usage
             err.show()
@@ -44,6 +49,20 @@ def main() -> None:
             err=True,
         )
         sys.exit(1)
+
+
+_OUT_OF_MEMORY = (
+    "error: out of memory ({peak:.1f} GB at the peak): this problem needs more memory than "
+    "the machine (or its limit) gives; fewer workers (-j 1) hold less at once, and a "
+    "smaller problem (fewer tokens, a smaller batch) maps in less"
+)
+
+
+def _peak_gb() -> float:
+    """This process's peak resident memory, in GB (Linux reports kilobytes)."""
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6
 
 
 def _usage_error_type() -> type[ClickException]:
