@@ -174,7 +174,7 @@ BATCHES = st.lists(
 def test_a_batch_extends_each_row_as_the_whole_prefix_would(batches, knobs):
     """Rows of one batch (repeated prefixes and entries, steps kept whole or not, a
     pickle round trip between batches) get the ids of their whole prefixes; children
-    in chunks from the start, soon, or never; batches as arrays or row by row."""
+    in arrays from the start, soon, or never; batches as arrays or row by row."""
     from fusemap.mapper.space import child_index, interner
 
     before = child_index.DICT_UP_TO, interner.BATCH_FROM
@@ -211,17 +211,16 @@ def _batches_give_whole_ids(batches) -> None:
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.tuples(st.booleans(), st.lists(st.integers(0, 60), max_size=20))))
 def test_the_child_index_answers_as_a_dict(ops):
-    """Keys added in batches or one at a time (past the pending dict's size), looked up
-    in batches or one at a time, as a dict would: in a dict alone or in chunks."""
+    """Keys added in batches or one at a time, looked up in batches or one at a time,
+    as a dict would: merged into the arrays at once, soon, or never."""
     from fusemap.mapper.space import child_index
 
-    pending, up_to = child_index.PENDING, child_index.DICT_UP_TO
+    up_to = child_index.DICT_UP_TO
     try:
-        for child_index.DICT_UP_TO in (0, 5, 1 << 20):  # chunks at once, soon, never
-            child_index.PENDING = 3
+        for child_index.DICT_UP_TO in (0, 5, 1 << 20):
             _answer_as_a_dict(child_index.ChildIndex(), {}, ops)
     finally:
-        child_index.PENDING, child_index.DICT_UP_TO = pending, up_to
+        child_index.DICT_UP_TO = up_to
 
 
 def _answer_as_a_dict(index, plain: dict, ops) -> None:

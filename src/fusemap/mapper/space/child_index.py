@@ -2,106 +2,92 @@
 id and a step id) to child ids.
 
 A dict took about 100 bytes a child, most of the interner's memory when the check of
-several fused loops per rank variable interns tens of millions of prefixes. Here keys
-and ids sit in sorted numpy chunks (16 bytes a child), merged as they grow so there are
-few to search (a chunk is merged into the one before it while that one is at most twice
-its size: sizes fall geometrically, about log2 of the count of chunks), and a batch of
-keys is looked up with one ``searchsorted`` per chunk. Keys added one at a time wait in
-a small dict until the next batch. Up to :data:`DICT_UP_TO` children everything stays in
-a dict (fastest one at a time: the tables' searches and their loop orders)."""
+several fused loops per rank variable interns tens of millions of prefixes. Here the
+children sit in one sorted pair of numpy arrays (16 bytes a child), and the ones added
+since the last merge in a dict of at most :data:`DICT_UP_TO` (merged in when full, each
+merge one pass over the arrays). A batch of keys is looked up with one ``searchsorted``;
+one key with a dict lookup, then one ``searchsorted``. Up to :data:`DICT_UP_TO` children
+the dict alone holds them (as fast as before for the tables' searches)."""
 
 from __future__ import annotations
 
 import numpy as np
 
-PENDING = 4096
-"""Keys added one at a time held in a dict before they become a chunk."""
-
 DICT_UP_TO = 1 << 20
-"""Children kept in a dict alone (about 100 MB), before chunks."""
+"""Children the dict holds before they are merged into the arrays (about 100 MB)."""
 
 
 class ChildIndex:
     """Distinct integer keys to ids."""
 
     def __init__(self) -> None:
-        self._keys: list[np.ndarray] = []  # sorted, disjoint
-        self._ids: list[np.ndarray] = []
-        self._pending: dict[int, int] = {}
+        self._keys = np.zeros(0, dtype=np.int64)  # sorted
+        self._ids = np.zeros(0, dtype=np.int64)
+        self._recent: dict[int, int] = {}  # keys not in the arrays
 
     @classmethod
     def of(cls, keys: np.ndarray, ids: np.ndarray) -> ChildIndex:
         """An index of distinct ``keys`` to ``ids``."""
         index = cls()
         if len(keys) <= DICT_UP_TO:
-            index._pending = dict(zip(keys.tolist(), ids.tolist(), strict=True))
+            index._recent = dict(zip(keys.tolist(), ids.tolist(), strict=True))
         else:
             order = np.argsort(keys, kind="stable")
-            index._keys, index._ids = [keys[order]], [ids[order]]
+            index._keys, index._ids = keys[order], ids[order]
         return index
 
     def __len__(self) -> int:
-        return sum(map(len, self._keys)) + len(self._pending)
+        return len(self._keys) + len(self._recent)
 
     def get(self, key: int) -> int | None:
         """The id of ``key``, if added."""
-        got = self._pending.get(key)
-        if got is not None:
+        got = self._recent.get(key)
+        if got is not None or not len(self._keys):
             return got
-        for keys, ids in zip(self._keys, self._ids, strict=True):
-            at = int(np.searchsorted(keys, key))
-            if at < len(keys) and keys[at] == key:
-                return int(ids[at])
+        at = int(self._keys.searchsorted(key))
+        if at < len(self._keys) and self._keys[at] == key:
+            return int(self._ids[at])
         return None
 
     def find(self, keys: np.ndarray) -> np.ndarray:
         """The id of each of ``keys`` (-1 where not added)."""
-        if not self._keys:  # a dict alone
-            get = self._pending.get
-            return np.array([get(k, -1) for k in keys.tolist()], dtype=np.int64)
-        self._flush()
-        out = np.full(len(keys), -1, dtype=np.int64)
-        for chunk, ids in zip(self._keys, self._ids, strict=True):
-            at = np.minimum(np.searchsorted(chunk, keys), len(chunk) - 1)
-            hit = chunk[at] == keys
-            out[hit] = ids[at[hit]]
+        get = self._recent.get
+        out = np.array([get(k, -1) for k in keys.tolist()], dtype=np.int64)
+        if len(self._keys):
+            at = np.minimum(self._keys.searchsorted(keys), len(self._keys) - 1)
+            hit = self._keys[at] == keys
+            out[hit] = self._ids[at[hit]]
         return out
 
     def add(self, keys: np.ndarray, ids: np.ndarray) -> None:
-        """Add distinct new ``keys`` (sorted) with their ``ids``."""
-        if not len(keys):
-            return
-        if not self._keys and len(self._pending) + len(keys) <= DICT_UP_TO:
-            self._pending.update(zip(keys.tolist(), ids.tolist(), strict=True))
-            return
-        self._flush()
-        self._keys.append(np.asarray(keys, dtype=np.int64))
-        self._ids.append(np.asarray(ids, dtype=np.int64))
-        self._merge()
-
-    def _merge(self) -> None:
-        """Merge the last chunk into the one before while that is at most twice its size."""
-        while len(self._keys) > 1 and len(self._keys[-2]) <= 2 * len(self._keys[-1]):
-            keys_b, ids_b = self._keys.pop(), self._ids.pop()
-            keys_a, ids_a = self._keys.pop(), self._ids.pop()
-            merged = np.concatenate([keys_a, keys_b])
-            order = np.argsort(merged, kind="stable")
-            self._keys.append(merged[order])
-            self._ids.append(np.concatenate([ids_a, ids_b])[order])
+        """Add distinct new ``keys`` with their ``ids``."""
+        self._recent.update(zip(keys.tolist(), ids.tolist(), strict=True))
+        if len(self._recent) > DICT_UP_TO:
+            self._merge()
 
     def add_one(self, key: int, q: int) -> None:
         """Add a new ``key`` with id ``q``."""
-        self._pending[key] = q
-        if len(self._pending) >= (PENDING if self._keys else DICT_UP_TO):
-            self._flush()
-
-    def _flush(self) -> None:
-        """The dict's keys into a chunk."""
-        if self._pending:
-            keys = np.fromiter(self._pending, dtype=np.int64, count=len(self._pending))
-            ids = np.fromiter(self._pending.values(), dtype=np.int64, count=len(keys))
-            self._pending = {}
-            order = np.argsort(keys)
-            self._keys.append(keys[order])
-            self._ids.append(ids[order])
+        self._recent[key] = q
+        if len(self._recent) > DICT_UP_TO:
             self._merge()
+
+    def _merge(self) -> None:
+        """The dict's keys into the arrays (one pass over them)."""
+        keys = np.fromiter(self._recent, dtype=np.int64, count=len(self._recent))
+        ids = np.fromiter(self._recent.values(), dtype=np.int64, count=len(keys))
+        self._recent = {}
+        order = np.argsort(keys)
+        keys, ids = keys[order], ids[order]
+        at = self._keys.searchsorted(keys) + np.arange(len(keys))  # places in the merge
+        old = np.ones(len(self._keys) + len(keys), dtype=bool)
+        old[at] = False
+        self._keys = _merged(self._keys, keys, at, old)
+        self._ids = _merged(self._ids, ids, at, old)
+
+
+def _merged(old: np.ndarray, new: np.ndarray, at: np.ndarray, where_old: np.ndarray):
+    """``old`` with ``new`` at places ``at`` of the result (``where_old``: the others)."""
+    out = np.empty(len(where_old), dtype=np.int64)
+    out[where_old] = old
+    out[at] = new
+    return out
