@@ -90,19 +90,29 @@ class KeyedRows:
         self.cut, self.sharing = cut, sharing
         self._keys: OrderFreeKeys | None = None
 
-    def kept_keys(self, result: TemplateResult, keep: np.ndarray, interner) -> dict[int, RowKey]:
-        """Per prefix of the ``keep`` rows, its order-free key."""
+    def kept_rows(
+        self, result: TemplateResult, interner: PrefixInterner
+    ) -> tuple[np.ndarray, dict[int, RowKey]]:
+        """The rows the cut keeps whose prefix splits a variable (the others are in the
+        table already; before the loop orders of their gaps are added, which change
+        neither), and per prefix of theirs its order-free key (the prefixes' ids made
+        unique once, for both)."""
+        if result.seq is None:
+            return np.zeros(result.rows, dtype=bool), {}
+        ids, at = np.unique(result.seq, return_inverse=True)
+        at = at.ravel()
+        keep = self.cut.keeps(result.energy, result.latency) & interner.splits_a_variable(ids)[at]
         if not keep.any():
-            return {}
+            return keep, {}
         if self._keys is None or self._keys.interner is not interner:
             self._keys = OrderFreeKeys(interner, *self.sharing)
-        assert result.seq is not None  # rows are kept only with a prefix
-        return {s: self._keys(s) for s in np.unique(result.seq[keep]).tolist()}
+        used = ids[np.bincount(at[keep], minlength=len(ids)) > 0].tolist()
+        return keep, {s: self._keys(s) for s in used}
 
 
 class FirstSearch(KeyedRows):
     """The check's first search of an Einsum (a ``useful`` filter): keeps what
-    :func:`new_and_kept` keeps until more than ``most`` rows are kept, then none
+    :meth:`KeyedRows.kept_rows` keeps until more than ``most`` rows are kept, then none
     (``tripped``: the table is searched again after the semi-join); records the
     order-free key of every row it would keep, per template (``found``)."""
 
@@ -112,8 +122,7 @@ class FirstSearch(KeyedRows):
         self.kept, self.most, self.tripped = 0, most, False
 
     def __call__(self, result: TemplateResult, interner: PrefixInterner) -> np.ndarray:
-        keep = new_and_kept(result, interner, self.cut)
-        keys = self.kept_keys(result, keep, interner)
+        keep, keys = self.kept_rows(result, interner)
         if keys:
             self.found.setdefault(template_key(result.template), set()).update(keys.values())
         self.kept += int(keep.sum())
@@ -122,25 +131,15 @@ class FirstSearch(KeyedRows):
 
 
 class JoinableRows(KeyedRows):
-    """The rows :func:`new_and_kept` keeps whose order-free key is ``allowed``."""
+    """The rows :meth:`KeyedRows.kept_rows` keeps whose order-free key is ``allowed``."""
 
     def __init__(self, cut: RowCut, sharing, allowed: frozenset[RowKey]):
         super().__init__(cut, sharing)
         self.allowed = allowed
 
     def __call__(self, result: TemplateResult, interner: PrefixInterner) -> np.ndarray:
-        keep = new_and_kept(result, interner, self.cut)
-        keys = self.kept_keys(result, keep, interner)
+        keep, keys = self.kept_rows(result, interner)
         if keys:
             assert result.seq is not None  # rows are kept only with a prefix
             keep[keep] = [keys[s] in self.allowed for s in result.seq[keep].tolist()]
         return keep
-
-
-def new_and_kept(result: TemplateResult, interner: PrefixInterner, cut: RowCut) -> np.ndarray:
-    """Rows ``cut`` keeps whose prefix splits a variable (the others are in the table
-    already): before the loop orders of their gaps are added, which change neither."""
-    if result.seq is None:
-        return np.zeros(result.rows, dtype=bool)
-    ids, at = np.unique(result.seq, return_inverse=True)
-    return cut.keeps(result.energy, result.latency) & interner.splits_a_variable(ids)[at.ravel()]

@@ -43,9 +43,9 @@ class PrefixInterner:
         self._flags = bytearray(1)  # per id: _MARKED, _GAP_OF_TWO, _SPLIT, _WIDE
         self._vars = array("q", [0])  # per id: its loops' rank variables, one bit each
         self._var_bits: dict[str, int] = {}
-        self._steps: list[tuple[Prefix, bool, int, int]] = []  # typed, hosting?, flags, vars
+        self._steps: list[Prefix] = []  # per step id: its typed entries
         self._step_ids: dict[tuple, int] = {}  # entries (typed or plain) -> step id
-        # Per step, for batches: flags, vars, hosting mark?, last entry's kind (_LAST_*).
+        # Per step: flags, vars, hosting mark?, last entry's kind (_LAST_*).
         self._step_flags, self._step_vars = array("q"), array("q")
         self._step_hosting, self._step_last = bytearray(), bytearray()
         self._children: ChildIndex | None = ChildIndex()  # parent * STEPS + step -> id
@@ -61,13 +61,13 @@ class PrefixInterner:
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
         self._children = None
-        self._step_ids = {step[0]: k for k, step in enumerate(self._steps)}
+        self._step_ids = {step: k for k, step in enumerate(self._steps)}
 
     def prefix(self, q: int) -> Prefix:
         """The prefix of id ``q``, rebuilt from its steps."""
         steps = []
         while q > 0:
-            steps.append(self._steps[self._step[q]][0])
+            steps.append(self._steps[self._step[q]])
             q = self._parent[q]
         return tuple(chain.from_iterable(reversed(steps)))
 
@@ -75,7 +75,7 @@ class PrefixInterner:
         """Id ``q``'s parent id, its step's id and entries (``q`` > 0): one entry that is
         not a loop, or a run of loops."""
         step = self._step[q]
-        return self._parent[q], step, self._steps[step][0]
+        return self._parent[q], step, self._steps[step]
 
     def intern(self, prefix: tuple) -> int:
         """The id of ``prefix`` (new ids for new prefixes; see :func:`canonical`)."""
@@ -159,7 +159,7 @@ class PrefixInterner:
                     bits |= bit
             if bits >= 1 << 62:  # past the bits of an integer: worked out from the prefix
                 flags, bits = flags | _WIDE, 0
-            self._steps.append((typed, has_hosting(typed), flags, bits))
+            self._steps.append(typed)
             self._step_flags.append(flags)
             self._step_vars.append(bits)
             self._step_hosting.append(has_hosting(typed))
@@ -247,10 +247,10 @@ class PrefixInterner:
         canonical (:func:`canonical`), else the whole prefix interned again."""
         if not entries:
             return parent
-        last = self._steps[self._step[parent]][0][-1].kind if parent else ""
-        one_step = kind == _NODE or (kind == _LOOPS and last != LOOP)
+        last = self._step_last[self._step[parent]] if parent else 0
+        one_step = kind == _NODE or (kind == _LOOPS and last != _LAST_LOOP)
         # Canonical still: no hosting mark, or one that starts a run of backing nodes.
-        if one_step and (not self._steps[step][1] or last != BACK):
+        if one_step and (not self._step_hosting[step] or last != _LAST_BACK):
             return self._child(parent, step)
         return self.intern(self.prefix(parent) + tuple(entries))
 
@@ -262,7 +262,7 @@ class PrefixInterner:
             got = len(self._parent)
             self._parent.append(parent)
             self._step.append(step)
-            _, _, flags, bits = self._steps[step]
+            flags, bits = self._step_flags[step], self._step_vars[step]
             above = self._vars[parent]
             self._flags.append(self._flags[parent] | flags | (_SPLIT if above & bits else 0))
             self._vars.append(above | bits)
