@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .joinable import OrderFreeKeys, RowKey
+from .joinable import Cost, OrderFreeKeys, RowKey, least_of
 from .space.interner import PrefixInterner
 from .space.templates import template_key
 from .tiling.result import TemplateResult
@@ -66,20 +66,39 @@ class RowCut:
             return min(under) * (1 - GAIN) - self.rest_energy if under else math.inf
         return math.inf
 
+    def keeps_one(self, energy: float, latency: float) -> bool:
+        """:meth:`keeps` of one row."""
+        return bool(self.keeps(energy, latency))
+
 
 @dataclass(frozen=True)
 class Joinable:
-    """What the semi-join leaves to search again of one table: the order-free ``keys``
-    that may join, and the templates (by key) whose first search found one of them
-    (the others keep no row the second time)."""
+    """What the semi-join leaves to search again of one table: the order-free keys that
+    may join, each with what the other Einsums cost at least beyond their least where a
+    row has it (``extra``: energy, latency), and the templates (by key) whose first
+    search found a row of one of them within the cut so raised (the others keep no row
+    the second time)."""
 
-    keys: frozenset[RowKey]
+    extra: dict[RowKey, Cost]
     templates: frozenset[tuple] = field(default_factory=frozenset)
 
     @classmethod
-    def of(cls, keys: frozenset[RowKey], found: dict[tuple, set[RowKey]]) -> Joinable:
-        """``keys`` and the templates of ``found`` (template key -> keys) with one."""
-        return cls(keys, frozenset(k for k, got in found.items() if not keys.isdisjoint(got)))
+    def of(
+        cls, extra: dict[RowKey, Cost], found: dict[tuple, dict[RowKey, Cost]], cut: RowCut
+    ) -> Joinable:
+        """``extra``, and the templates of ``found`` (template key -> its rows' keys with
+        their least energy and latency) with a row of a key of ``extra`` ``cut`` keeps
+        once raised by it."""
+        return cls(extra, frozenset(t for t, got in found.items() if _any_kept(got, extra, cut)))
+
+
+def _any_kept(got: dict[RowKey, Cost], extra: dict[RowKey, Cost], cut: RowCut) -> bool:
+    """Whether some key of ``got`` is in ``extra`` and its cost, raised, passes ``cut``."""
+    for k, (energy, latency) in got.items():
+        more = extra.get(k)
+        if more is not None and cut.keeps_one(energy + more[0], latency + more[1]):
+            return True
+    return False
 
 
 class KeyedRows:
@@ -92,54 +111,76 @@ class KeyedRows:
 
     def kept_rows(
         self, result: TemplateResult, interner: PrefixInterner
-    ) -> tuple[np.ndarray, dict[int, RowKey]]:
+    ) -> tuple[np.ndarray, np.ndarray, list[RowKey]]:
         """The rows the cut keeps whose prefix splits a variable (the others are in the
         table already; before the loop orders of their gaps are added, which change
-        neither), and per prefix of theirs its order-free key (the prefixes' ids made
-        unique once, for both)."""
+        neither); per row, the index of its order-free key in the list returned (the
+        prefixes' ids made unique once, for the cut and the keys)."""
         if result.seq is None:
-            return np.zeros(result.rows, dtype=bool), {}
+            return np.zeros(result.rows, dtype=bool), np.zeros(result.rows, dtype=np.int64), []
         ids, at = np.unique(result.seq, return_inverse=True)
         at = at.ravel()
         keep = self.cut.keeps(result.energy, result.latency) & interner.splits_a_variable(ids)[at]
         if not keep.any():
-            return keep, {}
+            return keep, at, []
         if self._keys is None or self._keys.interner is not interner:
             self._keys = OrderFreeKeys(interner, *self.sharing)
-        used = ids[np.bincount(at[keep], minlength=len(ids)) > 0].tolist()
-        return keep, {s: self._keys(s) for s in used}
+        used = np.bincount(at[keep], minlength=len(ids)) > 0
+        keys: list[RowKey] = []
+        key_at = np.full(len(ids), -1, dtype=np.int64)
+        index: dict[RowKey, int] = {}
+        for i in np.flatnonzero(used).tolist():
+            key = self._keys(int(ids[i]))
+            key_at[i] = index.setdefault(key, len(keys))
+            if key_at[i] == len(keys):
+                keys.append(key)
+        return keep, key_at[at], keys
 
 
 class FirstSearch(KeyedRows):
     """The check's first search of an Einsum (a ``useful`` filter): keeps what
     :meth:`KeyedRows.kept_rows` keeps until more than ``most`` rows are kept, then none
     (``tripped``: the table is searched again after the semi-join); records the
-    order-free key of every row it would keep, per template (``found``)."""
+    order-free key of every row it would keep, per template (``found``), with the least
+    energy and latency of its rows with that key."""
 
     def __init__(self, cut: RowCut, sharing: tuple[frozenset[str], dict[str, str]], most: int):
         super().__init__(cut, sharing)
-        self.found: dict[tuple, set[RowKey]] = {}  # per template (its key)
+        self.found: dict[tuple, dict[RowKey, Cost]] = {}  # per template (its key)
         self.kept, self.most, self.tripped = 0, most, False
 
     def __call__(self, result: TemplateResult, interner: PrefixInterner) -> np.ndarray:
-        keep, keys = self.kept_rows(result, interner)
+        keep, key_at, keys = self.kept_rows(result, interner)
         if keys:
-            self.found.setdefault(template_key(result.template), set()).update(keys.values())
+            got = self.found.setdefault(template_key(result.template), {})
+            energy, latency = np.full(len(keys), np.inf), np.full(len(keys), np.inf)
+            np.minimum.at(energy, key_at[keep], result.energy[keep])
+            np.minimum.at(latency, key_at[keep], result.latency[keep])
+            for key, e, lat in zip(keys, energy.tolist(), latency.tolist(), strict=True):
+                got[key] = least_of(got.get(key), (e, lat))
         self.kept += int(keep.sum())
         self.tripped = self.tripped or self.kept > self.most
         return np.zeros_like(keep) if self.tripped else keep
 
 
 class JoinableRows(KeyedRows):
-    """The rows :meth:`KeyedRows.kept_rows` keeps whose order-free key is ``allowed``."""
+    """The rows :meth:`KeyedRows.kept_rows` keeps whose order-free key is in ``extra``
+    and that the cut keeps once raised by what ``extra`` says the other Einsums cost
+    beyond their least with that key."""
 
-    def __init__(self, cut: RowCut, sharing, allowed: frozenset[RowKey]):
+    def __init__(self, cut: RowCut, sharing, extra: dict[RowKey, Cost]):
         super().__init__(cut, sharing)
-        self.allowed = allowed
+        self.extra = extra
 
     def __call__(self, result: TemplateResult, interner: PrefixInterner) -> np.ndarray:
-        keep, keys = self.kept_rows(result, interner)
-        if keys:
-            assert result.seq is not None  # rows are kept only with a prefix
-            keep[keep] = [keys[s] in self.allowed for s in result.seq[keep].tolist()]
+        keep, key_at, keys = self.kept_rows(result, interner)
+        if not keys:
+            return keep
+        more = np.array([self.extra.get(k, (np.inf, np.inf)) for k in keys], dtype=np.float64)
+        allowed = np.array([k in self.extra for k in keys], dtype=bool)
+        rows = np.flatnonzero(keep)
+        at = key_at[rows]
+        energy = result.energy[rows] + more[at, 0]
+        latency = result.latency[rows] + more[at, 1]
+        keep[rows] = allowed[at] & self.cut.keeps(energy, latency)
         return keep

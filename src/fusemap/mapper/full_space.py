@@ -37,6 +37,7 @@ dominates it).
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 from ..spec import limits
@@ -45,7 +46,7 @@ from ..spec.resolve import WorkloadInfo
 from ..spec.spec import Spec
 from .check_rows import GAIN, FirstSearch, Joinable, JoinableRows, RowCut
 from .deferred_hosting import base_key, merge_tables, renamed_table
-from .joinable import RowKey, joinable
+from .joinable import Cost, CostBound, RowKey, joinable, least_of
 from .pmappings.generate import generate_pmappings
 from .pmappings.table import PmappingTable, empty_table
 from .space.config import MapperConfig
@@ -107,13 +108,15 @@ def check_full_space(
     check = FullSpaceCheck()
     if objective == "energy":
         assert isinstance(best, float)
-        cuts, excluded, wanted = _energy_cuts(
+        cuts, excluded, wanted, least = _energy_cuts(
             spec, jobs, config, tables, groups, orders, best, check
         )
         if check.incomplete:
             return check
     else:
-        cuts, excluded, wanted = _objective_cuts(objective, config, tables, groups, best, check)
+        cuts, excluded, wanted, least = _objective_cuts(
+            objective, config, tables, groups, best, check
+        )
     full = replace(config, fused_loops_once=False)
     args = {b: (spec, b, full, cuts[b], excluded[b], _sharing(tables[b])) for b in wanted}
     first = run_tasks(jobs, _search_in_worker, [(*args[b], None) for b in wanted])
@@ -121,11 +124,12 @@ def check_full_space(
     again = [b for b in wanted if made[b] is None]
     if again:  # too many rows to give their loop orders: first those that may join
         per_template = {b: keys for b, (_, _, keys) in zip(wanted, first, strict=True)}
-        found = {b: set().union(*keys.values()) for b, keys in per_template.items()}
-        keys = joinable(wl, groups, tables, found)
-        allowed = {b: Joinable.of(keys[b], per_template[b]) for b in again}
+        found = {b: _least_per_key(keys.values()) for b, keys in per_template.items()}
+        bound = CostBound(least, lambda b, energy, latency: cuts[b].keeps_one(energy, latency))
+        extra = joinable(wl, groups, tables, found, bound)
+        allowed = {b: Joinable.of(extra[b], per_template[b], cuts[b]) for b in again}
         check.semi_joined = len(again)
-        check.keys_dropped = sum(len(found[b]) - len(keys[b]) for b in again)
+        check.keys_dropped = sum(len(found[b]) - len(extra[b]) for b in again)
         redo = run_tasks(jobs, _search_in_worker, [(*args[b], allowed[b]) for b in again])
         made.update({b: table for b, (table, _, _) in zip(again, redo, strict=True)})
         check.templates_searched_again = sum(searched for _, searched, _ in redo)
@@ -143,7 +147,8 @@ def check_full_space(
 
 def _energy_cuts(spec, jobs, config, tables, groups, orders, best, check):
     """Energy objective: per table, its cut (allowance), the templates whose floor is
-    above it, and the tables with a template within it."""
+    above it, and the tables with a template within it; per Einsum, the least energy
+    (and no latency) its allowance counts it at."""
     bases = sorted(groups)
     least_once = {b: float(tables[b].energy.min()) for b in bases}
     floors, allowance = _floors(spec, jobs, config, tables, least_once, groups, orders, best, check)
@@ -153,14 +158,16 @@ def _energy_cuts(spec, jobs, config, tables, groups, orders, best, check):
     wanted = [b for b in bases if _may_gain(b, floors[b], tables[b], allowance[b], config)]
     cuts = {b: RowCut("energy", allowance[b]) for b in bases}  # the others already in
     excluded = {b: {k for k, f in known[b].items() if f > allowance[b]} for b in bases}
-    return cuts, excluded, wanted
+    least = {n: (e, 0.0) for n, e in _least(floors, least_once, groups).items()}
+    return cuts, excluded, wanted, least
 
 
 def _objective_cuts(objective, config, tables, groups, best, check):
     """Latency and EDP objectives: per table, its cut, the templates whose floors (least
     energy and latency over the whole fused space, exact: the twins ran without a
-    ceiling) are outside it, and the tables with a template inside it. A hosting
-    template costs no less than its unmarked template."""
+    ceiling) are outside it, and the tables with a template inside it; per Einsum, the
+    least energy and latency its cut counts it at. A hosting template costs no less
+    than its unmarked template."""
     bases = sorted(groups)
     floors = {
         b: {k: (f, tables[b].full_floors_latency[k]) for k, f in tables[b].full_floors.items()}
@@ -185,7 +192,7 @@ def _objective_cuts(objective, config, tables, groups, best, check):
         excluded[b] = {k for k, (e, lat) in floors[b].items() if not cuts[b].keeps(e, lat)}
         if len(excluded[b]) < len(floors[b]) or config.host_loops.get(b):
             wanted.append(b)
-    return cuts, excluded, wanted
+    return cuts, excluded, wanted, {n: (low_e[n], low_l[n]) for n in low_e}
 
 
 def _floors(spec, jobs, config, tables, least_once, groups, orders, best, check):
@@ -231,6 +238,15 @@ def _may_gain(b, floors, table, allowance: float, config: MapperConfig) -> bool:
     if not config.host_loops.get(b):
         return False
     return not table.floors or any(f <= allowance for f in table.floors.values())
+
+
+def _least_per_key(found: Iterable[dict[RowKey, Cost]]) -> dict[RowKey, Cost]:
+    """Per key of any of ``found`` (one per template), its least energy and latency."""
+    out: dict[RowKey, Cost] = {}
+    for got in found:
+        for key, cost in got.items():
+            out[key] = least_of(out.get(key), cost)
+    return out
 
 
 def _least(floors, least_once, groups) -> dict[str, float]:
@@ -349,7 +365,7 @@ def _search_in_worker(
     sharing: tuple[frozenset[str], dict[str, str]],
     allowed: Joinable | None,
     lim: limits.Limits | None,
-) -> tuple[PmappingTable | None, int, dict[tuple, set[RowKey]]]:
+) -> tuple[PmappingTable | None, int, dict[tuple, dict[RowKey, Cost]]]:
     """The pmappings ``cut`` keeps of the templates with two prefix gaps or more not
     ``excluded`` by their floor, over the whole fused space; how many templates that
     was; and (first search, ``allowed`` None) the rows' order-free keys per template.
@@ -362,7 +378,7 @@ def _search_in_worker(
         if not chosen:
             return empty_table(einsum), len(chosen), {}
         if allowed is not None:
-            useful = JoinableRows(cut, sharing, allowed.keys)
+            useful = JoinableRows(cut, sharing, allowed.extra)
             return _searched(spec, einsum, full, chosen, cut, useful), len(chosen), {}
         first = FirstSearch(cut, sharing, SEMI_JOIN_ROWS)
         table = _searched(spec, einsum, full, chosen, cut, first)

@@ -27,7 +27,8 @@ dropped.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -40,6 +41,7 @@ from .space.prefix import BACK, LOOP, Prefix, SpatialTile
 LoopKey = tuple[str, int, str]  # rank variable, tile, fanout of a spatial loop ("" if none)
 TensorKey = tuple[str, str, tuple[LoopKey, ...]]  # tensor, backing memory, loops sorted
 RowKey = tuple[TensorKey, ...]  # one per shared tensor of the Einsum, by tensor name
+Cost = tuple[float, float]  # the least energy and the least latency of some rows
 
 
 def order_free_keys(prefix: Prefix, shared: Iterable[str], top: dict[str, str]) -> RowKey:
@@ -120,16 +122,27 @@ def _loop_key(e) -> LoopKey:
     return (e.var, int(e.tile), where)
 
 
-def table_keys(table: PmappingTable) -> set[RowKey]:
-    """The order-free keys of every row of a (fused) table."""
+def table_key_costs(table: PmappingTable) -> dict[TensorKey, Cost]:
+    """Per tensor key of a (fused) table's rows: the least energy and the least latency
+    of the rows with it."""
     fusion = table.fusion
     if fusion is None or not len(fusion.seq):
-        return set()
+        return {}
+    ids, at = np.unique(fusion.seq, return_inverse=True)
+    energy, latency = np.full(len(ids), np.inf), np.full(len(ids), np.inf)
+    np.minimum.at(energy, at.ravel(), table.energy)
+    np.minimum.at(latency, at.ravel(), table.latency)
     prefixes = fusion.interner.prefixes
-    return {
-        order_free_keys(prefixes[s], fusion.shared, fusion.top)
-        for s in np.unique(fusion.seq).tolist()
-    }
+    out: dict[TensorKey, Cost] = {}
+    for s, e, lat in zip(ids.tolist(), energy.tolist(), latency.tolist(), strict=True):
+        for tk in order_free_keys(prefixes[s], fusion.shared, fusion.top):
+            out[tk] = least_of(out.get(tk), (e, lat))
+    return out
+
+
+def least_of(a: Cost | None, b: Cost) -> Cost:
+    """The least energy and the least latency of two (``a`` may be missing)."""
+    return b if a is None else (min(a[0], b[0]), min(a[1], b[1]))
 
 
 def renamed_key(key: RowKey, tensors: dict[str, str], variables: dict[str, str]) -> RowKey:
@@ -141,14 +154,30 @@ def renamed_key(key: RowKey, tensors: dict[str, str], variables: dict[str, str])
     return tuple(sorted(out))
 
 
+@dataclass(frozen=True)
+class CostBound:
+    """What the semi-join also asks of a key (:func:`joinable`): ``least``, per Einsum, a
+    lower bound of its energy and latency over the whole space; ``keeps(table, energy,
+    latency)``, whether rows of that table so costed, completed with the other
+    Einsums' ``least``, may still be part of a better mapping (the check's cut)."""
+
+    least: dict[str, Cost]
+    keeps: Callable[[str, float, float], bool]
+
+
 def joinable(
     wl: WorkloadInfo,
     groups: dict[str, list[str]],
     tables: dict[str, PmappingTable],
-    found: dict[str, set[RowKey]],
-) -> dict[str, frozenset[RowKey]]:
+    found: dict[str, dict[RowKey, Cost]],
+    bound: CostBound | None = None,
+) -> dict[str, dict[RowKey, Cost]]:
     """Per table (``groups``: its Einsum -> the Einsums sharing it, renamed), the keys of
-    ``found`` (its check rows' keys, before orders) that some mapping may use."""
+    ``found`` (its check rows' keys, before orders, with their rows' least energy and
+    latency) that some mapping may use, each with what the other Einsums cost at least
+    beyond their ``bound.least`` in such a mapping (energy, latency; zero without a
+    bound): a user of a tensor the key shares costs at least the least of its rows of
+    that tensor's key."""
     names = {n: b for b, ns in groups.items() for n in ns}
     renamings = {
         n: (
@@ -158,24 +187,67 @@ def joinable(
         for n, b in names.items()
     }
     users: dict[str, list[str]] = defaultdict(list)
-    default: dict[str, set[tuple[str, str, tuple]]] = {}
+    default: dict[str, dict[TensorKey, Cost]] = {}
     for n in names:
         fusion = tables[n].fusion
         for t in sorted(fusion.shared) if fusion is not None else ():
             users[t].append(n)
-        default[n] = {k for key in table_keys(tables[n]) for k in key}
+        default[n] = table_key_costs(tables[n])
     alive = {b: set(keys) for b, keys in found.items()}
     renamed = {  # each check key as each Einsum of its table sees it (once: rounds reuse)
-        n: [(k, renamed_key(k, *renamings[n])) for k in found.get(b, ())] for n, b in names.items()
+        n: [(k, renamed_key(k, *renamings[n])) for k in found.get(b, {})] for n, b in names.items()
     }
     while True:
         live = {n: [(k, key) for k, key in renamed[n] if k in alive[names[n]]] for n in renamed}
-        seen = {n: default[n] | {k for _, key in live[n] for k in key} for n in names}
-        kept: dict[str, set[RowKey]] = {b: set() for b in alive}
+        floors = {n: _key_floors(default[n], found.get(names[n], {}), live[n]) for n in names}
+        kept: dict[str, dict[RowKey, Cost]] = {b: {} for b in alive}
         for n, b in names.items():
             for k, key in live[n]:
-                if all(tk in seen[m] for tk in key for m in users[tk[0]] if m != n):
-                    kept[b].add(k)
+                extra = _beyond_least(n, key, users, floors, bound)
+                cost = found[b][k]
+                if extra is None or (
+                    bound is not None and not bound.keeps(b, cost[0] + extra[0], cost[1] + extra[1])
+                ):
+                    continue
+                kept[b][k] = least_of(kept[b].get(k), extra)
         if all(len(kept[b]) == len(alive[b]) for b in alive):
-            return {b: frozenset(keys) for b, keys in alive.items()}
-        alive = kept
+            return kept
+        alive = {b: set(keys) for b, keys in kept.items()}
+
+
+def _key_floors(
+    default: dict[TensorKey, Cost], costs: dict[RowKey, Cost], live: list[tuple[RowKey, RowKey]]
+) -> dict[TensorKey, Cost]:
+    """Per tensor key an Einsum's rows may have (its table's, its live check keys' as it
+    names them): their least energy and latency."""
+    out = dict(default)
+    for k, key in live:
+        for tk in key:
+            out[tk] = least_of(out.get(tk), costs[k])
+    return out
+
+
+def _beyond_least(
+    n: str,
+    key: RowKey,
+    users: dict[str, list[str]],
+    floors: dict[str, dict[TensorKey, Cost]],
+    bound: CostBound | None,
+) -> Cost | None:
+    """What the other users of ``key``'s tensors cost at least beyond their least, in a
+    mapping where Einsum ``n`` has ``key``; None if one of them has no row of it."""
+    per_user: dict[str, Cost] = {}
+    for tk in key:
+        for m in users[tk[0]]:
+            if m == n:
+                continue
+            got = floors[m].get(tk)
+            if got is None:
+                return None
+            was = per_user.get(m, got)  # each of its floors bounds the same row
+            per_user[m] = (max(was[0], got[0]), max(was[1], got[1]))
+    if bound is None:
+        return (0.0, 0.0)
+    energy = sum(max(0.0, c[0] - bound.least[m][0]) for m, c in per_user.items())
+    latency = sum(max(0.0, c[1] - bound.least[m][1]) for m, c in per_user.items())
+    return (energy, latency)

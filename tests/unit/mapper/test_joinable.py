@@ -10,7 +10,14 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fusemap.mapper.joinable import OrderFreeKeys, joinable, order_free_keys, renamed_key
+from fusemap.mapper.check_rows import RowCut
+from fusemap.mapper.joinable import (
+    CostBound,
+    OrderFreeKeys,
+    joinable,
+    order_free_keys,
+    renamed_key,
+)
 from fusemap.mapper.space.interner import PrefixInterner
 from fusemap.mapper.space.prefix import (
     HOSTING,
@@ -75,13 +82,19 @@ def test_a_renamed_key_renames_tensors_and_variables_and_sorts_again():
     )
 
 
-def _table(shared: list[str], prefixes: list[tuple]):
+def _table(shared: list[str], prefixes: list[tuple], energy: list[float] | None = None):
     interner = PrefixInterner()
     seq = np.array([interner.intern(p) for p in prefixes], dtype=np.int64)
     fusion = SimpleNamespace(
         seq=seq, interner=interner, shared=frozenset(shared), top={t: "DRAM" for t in shared}
     )
-    return SimpleNamespace(fusion=fusion)
+    energy = energy or [0.0] * len(prefixes)
+    return SimpleNamespace(fusion=fusion, energy=np.array(energy), latency=np.array(energy) * 10)
+
+
+def _free(*keys) -> dict:
+    """Check keys whose rows cost nothing (the semi-join on keys alone)."""
+    return dict.fromkeys(keys, (0.0, 0.0))
 
 
 def _workload(einsums: dict[str, tuple[list[str], list[str]]]):
@@ -110,8 +123,8 @@ def test_rows_no_other_user_can_meet_are_dropped_in_rounds():
     b2 = order_free_keys((L("m", 8), L("m", 2), B("T2", "GB")), {"T1", "T2"}, TOP)
     b3 = order_free_keys((L("m", 8), B("T2", "GB"), L("m", 2)), {"T1", "T2"}, TOP)
     groups = {n: [n] for n in "ABC"}
-    got = joinable(wl, groups, tables, {"A": {a1}, "B": {b1, b2, b3}})
-    assert got == {"A": frozenset(), "B": frozenset({b3})}
+    got = joinable(wl, groups, tables, {"A": _free(a1), "B": _free(b1, b2, b3)})
+    assert got == {"A": {}, "B": {b3: (0.0, 0.0)}}
     assert b2 != b3  # b2's T2 sits under m:2 as well: C has no such row
 
 
@@ -129,10 +142,67 @@ def test_a_shared_table_keeps_a_row_one_of_its_einsums_can_use():
         "S": _table(["Q", "K"], [(), (L("m", 4), L("m", 2), B("K", "GB"))]),
     }
     row = order_free_keys((L("m", 2), L("m", 4), B("Q", "GB")), {"I", "Q"}, TOP)
-    got = joinable(wl, {"Q": ["Q", "K"], "S": ["S"]}, tables, {"Q": {row}})
-    assert got == {"Q": frozenset({row})}
-    alone = joinable(wl, {"Q": ["Q"], "K": ["K"], "S": ["S"]}, tables, {"Q": {row}})
-    assert alone == {"Q": frozenset()}  # as Q's own row: S holds Q under nothing
+    got = joinable(wl, {"Q": ["Q", "K"], "S": ["S"]}, tables, {"Q": _free(row)})
+    assert set(got["Q"]) == {row}
+    alone = joinable(wl, {"Q": ["Q"], "K": ["K"], "S": ["S"]}, tables, {"Q": _free(row)})
+    assert alone == {"Q": {}}  # as Q's own row: S holds Q under nothing
+
+
+def _pair(a_table: list[float], b_cost: float, a_cost: float = 3.0):
+    """A -T1-> B, best 10 J, least A 1 J and B 2 J: A's allowance 8 J, B's 9 J. A's
+    check key ``a1`` backs T1 under m:8, m:2 (its rows from ``a_cost`` J); A's table
+    has T1 unfused, and under m:8, m:2 too if ``a_table`` has two costs. B's check
+    key backs T1 alike, its rows from ``b_cost`` J (latencies: none for check
+    rows, 10 s per J for table rows)."""
+    wl = _workload({"A": (["X", "T1"], ["m", "k"]), "B": (["T1", "Y"], ["m", "n"])})
+    split = (L("m", 8), L("m", 2), B("T1", "GB"))
+    tables = {
+        "A": _table(["T1"], [(), split][: len(a_table)], a_table),
+        "B": _table(["T1"], [()], [2.0]),
+    }
+    a1 = order_free_keys(split, {"T1"}, TOP)
+    found = {"A": {a1: (a_cost, 0.0)}, "B": {a1: (b_cost, 0.0)}}
+    cuts = {"A": RowCut("energy", 8.0), "B": RowCut("energy", 9.0)}
+    bound = CostBound(
+        {"A": (1.0, 0.0), "B": (2.0, 0.0)}, lambda b, e, lat: cuts[b].keeps_one(e, lat)
+    )
+    return wl, {"A": ["A"], "B": ["B"]}, tables, found, bound, a1
+
+
+def test_a_key_is_kept_only_if_its_least_row_fits_with_its_partners_least_row():
+    """B's key costs 4 J, A's rows of that key 3 J (2 J above A's least): 4 + 2 <= 9 and
+    3 + (4 - 2) <= 8, so both kept, each with 2 J the other costs beyond its least.
+    At 7.5 J B's rows fit the plain allowance (9 J) but not with A's 2 J: dropped, and
+    then A's key has no partner left (round 2)."""
+    wl, groups, tables, found, bound, a1 = _pair([1.0], 4.0)
+    assert joinable(wl, groups, tables, found, bound) == {
+        "A": {a1: (2.0, 0.0)}, "B": {a1: (2.0, 0.0)},
+    }  # fmt: skip
+    wl, groups, tables, found, bound, a1 = _pair([1.0], 7.5)
+    assert joinable(wl, groups, tables, found, bound) == {"A": {}, "B": {}}
+    assert joinable(wl, groups, tables, found) == {"A": {a1: (0.0, 0.0)}, "B": {a1: (0.0, 0.0)}}
+
+
+def test_a_partners_table_rows_of_the_key_count_too():
+    """A's table has a row of the key at 1.5 J, below its check rows' 3 J: B's key then
+    costs A at least 0.5 J beyond its least, and B's 7.5 J rows fit (8 <= 9)."""
+    wl, groups, tables, found, bound, a1 = _pair([1.0, 1.5], 7.5)
+    got = joinable(wl, groups, tables, found, bound)
+    assert got["B"] == {a1: (0.5, 15.0)}  # latency: no least to subtract
+
+
+def test_energy_and_latency_are_raised_each_by_the_partners_least():
+    """The cut sees the key's least energy and latency, each raised by the partner's
+    least of its rows of that key beyond the partner's least (latencies: 10 x energies)."""
+    wl, groups, tables, found, _, a1 = _pair([1.0], 4.0)
+    found = {"A": {a1: (3.0, 25.0)}, "B": {a1: (4.0, 50.0)}}
+    seen = []
+    bound = CostBound(
+        {"A": (1.0, 5.0), "B": (2.0, 20.0)}, lambda b, e, lat: not seen.append((b, e, lat))
+    )
+    got = joinable(wl, groups, tables, found, bound)
+    assert got == {"A": {a1: (2.0, 30.0)}, "B": {a1: (2.0, 20.0)}}
+    assert sorted(seen) == [("A", 5.0, 55.0), ("B", 6.0, 70.0)]
 
 
 ENTRIES = [
