@@ -166,3 +166,14 @@ def _check(spec, seed: int) -> None:
 def _levels(ar, names) -> dict[str, int]:
     """Each component's place in the architecture (memories top-down on every path)."""
     return {c: i for i, c in enumerate(ar.components(names[0]))}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(16))
+def test_ffm_matches_brute_force_with_every_check_table_semi_joined(seed, tmp_path, monkeypatch):
+    """Every table of the full-space check searched again after the semi-join (keys and
+    costs, ``mapper/joinable.py``), as GPT-3's large tables are: the same optima."""
+    from fusemap.mapper import full_space
+
+    monkeypatch.setattr(full_space, "SEMI_JOIN_ROWS", 0)
+    _check(ffm_case(seed, tmp_path), seed)

@@ -155,7 +155,8 @@ class FirstSearch(KeyedRows):
             got = self.found.setdefault(template_key(result.template), {})
             energy, latency = np.full(len(keys), np.inf), np.full(len(keys), np.inf)
             np.minimum.at(energy, key_at[keep], result.energy[keep])
-            np.minimum.at(latency, key_at[keep], result.latency[keep])
+            known = np.nan_to_num(result.latency[keep], nan=0.0)  # energy searches: unknown
+            np.minimum.at(latency, key_at[keep], known)
             for key, e, lat in zip(keys, energy.tolist(), latency.tolist(), strict=True):
                 got[key] = least_of(got.get(key), (e, lat))
         self.kept += int(keep.sum())

@@ -22,6 +22,12 @@ each other user, a row of that user in the same mapping with the same compatibil
 hence the same key; that row is in the user's table, or is a loop order of one of its
 check rows, which is in the same mapping and so, by induction on the rounds, never
 dropped.
+
+With a :class:`CostBound` the semi-join also weighs costs: that row of the other user
+costs at least the least of its rows with the tensor's key (the table's and the check
+rows' still kept), so a key is dropped when its least row, completed with what its
+partners so cost beyond their least and every other Einsum at its least, passes the
+check's cut. Exact by the same induction (a row of a better mapping passes it).
 """
 
 from __future__ import annotations
