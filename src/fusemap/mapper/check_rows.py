@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .joinable import Cost, OrderFreeKeys, RowKey, least_of
+from .joinable import Cost, OrderFreeKeys, RowKey
 from .space.interner import PrefixInterner
 from .space.templates import template_key
 from .tiling.result import TemplateResult
@@ -76,29 +76,84 @@ class Joinable:
     """What the semi-join leaves to search again of one table: the order-free keys that
     may join, each with what the other Einsums cost at least beyond their least where a
     row has it (``extra``: energy, latency), and the templates (by key) whose first
-    search found a row of one of them within the cut so raised (the others keep no row
-    the second time)."""
+    search found a row of one of them within the cut so raised
+    (:meth:`KeysFound.templates_kept`; the others keep no row the second time)."""
 
     extra: dict[RowKey, Cost]
     templates: frozenset[tuple] = field(default_factory=frozenset)
 
-    @classmethod
-    def of(
-        cls, extra: dict[RowKey, Cost], found: dict[tuple, dict[RowKey, Cost]], cut: RowCut
-    ) -> Joinable:
-        """``extra``, and the templates of ``found`` (template key -> its rows' keys with
-        their least energy and latency) with a row of a key of ``extra`` ``cut`` keeps
-        once raised by it."""
-        return cls(extra, frozenset(t for t, got in found.items() if _any_kept(got, extra, cut)))
+
+Costed = tuple[np.ndarray, np.ndarray, np.ndarray]  # key numbers, least energy, least latency
 
 
-def _any_kept(got: dict[RowKey, Cost], extra: dict[RowKey, Cost], cut: RowCut) -> bool:
-    """Whether some key of ``got`` is in ``extra`` and its cost, raised, passes ``cut``."""
-    for k, (energy, latency) in got.items():
-        more = extra.get(k)
-        if more is not None and cut.keeps_one(energy + more[0], latency + more[1]):
-            return True
-    return False
+class KeysFound:
+    """The order-free keys of the rows a first search would keep, each numbered once
+    (``keys``), and per template the numbers of its rows' keys with their least energy
+    and latency, as arrays: GPT-3's softmax at batch 64 finds millions of (template,
+    key) pairs, which a dict per template of cost tuples took 13 GB to hold."""
+
+    def __init__(self) -> None:
+        self.keys: list[RowKey] = []
+        self._number: dict[RowKey, int] = {}
+        self._chunks: dict[tuple, list[Costed]] = {}
+
+    def add(self, template: tuple, keys: list[RowKey], energy, latency) -> None:
+        """Rows of ``template`` having ``keys``, at least ``energy`` and ``latency`` each."""
+        numbers = np.empty(len(keys), dtype=np.int64)
+        for i, key in enumerate(keys):
+            n = numbers[i] = self._number.setdefault(key, len(self.keys))
+            if n == len(self.keys):
+                self.keys.append(key)
+        chunk = (numbers, np.asarray(energy, dtype=np.float64), np.asarray(latency, np.float64))
+        self._chunks.setdefault(template, []).append(chunk)
+
+    def per_template(self) -> dict[tuple, Costed]:
+        """Per template, its keys' numbers (once each) with their least costs."""
+        for template, chunks in self._chunks.items():
+            if len(chunks) > 1:
+                self._chunks[template] = [_merged(chunks)]
+        return {t: chunks[0] for t, chunks in self._chunks.items()}
+
+    def least(self) -> dict[RowKey, Cost]:
+        """Per key, the least energy and latency of its rows over every template."""
+        if not self._chunks:
+            return {}
+        costed = [c for chunks in self._chunks.values() for c in chunks]
+        numbers, energy, latency = _merged(costed)
+        return {
+            self.keys[n]: (e, lat)
+            for n, e, lat in zip(numbers.tolist(), energy.tolist(), latency.tolist(), strict=True)
+        }
+
+    def templates_kept(self, extra: dict[RowKey, Cost], cut: RowCut) -> frozenset[tuple]:
+        """The templates with a key of ``extra`` whose least row, raised by it, ``cut``
+        keeps."""
+        more = np.array([extra.get(k, (np.inf, np.inf)) for k in self.keys], dtype=np.float64)
+        allowed = np.array([k in extra for k in self.keys], dtype=bool)
+        out = []
+        for template, (numbers, energy, latency) in self.per_template().items():
+            ok = allowed[numbers]
+            at = numbers[ok]
+            if ok.any() and cut.keeps(energy[ok] + more[at, 0], latency[ok] + more[at, 1]).any():
+                out.append(template)
+        return frozenset(out)
+
+    def __getstate__(self) -> dict:
+        """Sent back from a worker: without the numbering, its chunks merged."""
+        self.per_template()
+        return {"keys": self.keys, "_number": {}, "_chunks": self._chunks}
+
+
+def _merged(chunks: list[Costed]) -> Costed:
+    """Each key number of ``chunks`` once, with the least energy and latency it comes with."""
+    numbers = np.concatenate([c[0] for c in chunks])
+    energy = np.concatenate([c[1] for c in chunks])
+    latency = np.concatenate([c[2] for c in chunks])
+    once, at = np.unique(numbers, return_inverse=True)
+    least_e, least_l = np.full(len(once), np.inf), np.full(len(once), np.inf)
+    np.minimum.at(least_e, at.ravel(), energy)
+    np.minimum.at(least_l, at.ravel(), latency)
+    return once, least_e, least_l
 
 
 class KeyedRows:
@@ -146,19 +201,17 @@ class FirstSearch(KeyedRows):
 
     def __init__(self, cut: RowCut, sharing: tuple[frozenset[str], dict[str, str]], most: int):
         super().__init__(cut, sharing)
-        self.found: dict[tuple, dict[RowKey, Cost]] = {}  # per template (its key)
+        self.found = KeysFound()
         self.kept, self.most, self.tripped = 0, most, False
 
     def __call__(self, result: TemplateResult, interner: PrefixInterner) -> np.ndarray:
         keep, key_at, keys = self.kept_rows(result, interner)
         if keys:
-            got = self.found.setdefault(template_key(result.template), {})
             energy, latency = np.full(len(keys), np.inf), np.full(len(keys), np.inf)
             np.minimum.at(energy, key_at[keep], result.energy[keep])
             known = np.nan_to_num(result.latency[keep], nan=0.0)  # energy searches: unknown
             np.minimum.at(latency, key_at[keep], known)
-            for key, e, lat in zip(keys, energy.tolist(), latency.tolist(), strict=True):
-                got[key] = least_of(got.get(key), (e, lat))
+            self.found.add(template_key(result.template), keys, energy, latency)
         self.kept += int(keep.sum())
         self.tripped = self.tripped or self.kept > self.most
         return np.zeros_like(keep) if self.tripped else keep

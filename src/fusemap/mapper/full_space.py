@@ -37,16 +37,15 @@ dominates it).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 from ..spec import limits
 from ..spec.arch_eval import ArchEvaluator
 from ..spec.resolve import WorkloadInfo
 from ..spec.spec import Spec
-from .check_rows import GAIN, FirstSearch, Joinable, JoinableRows, RowCut
+from .check_rows import GAIN, FirstSearch, Joinable, JoinableRows, KeysFound, RowCut
 from .deferred_hosting import base_key, merge_tables, renamed_table
-from .joinable import Cost, CostBound, RowKey, joinable, least_of
+from .joinable import CostBound, joinable
 from .pmappings.generate import generate_pmappings
 from .pmappings.table import PmappingTable, empty_table
 from .space.config import MapperConfig
@@ -124,10 +123,12 @@ def check_full_space(
     again = [b for b in wanted if made[b] is None]
     if again:  # too many rows to give their loop orders: first those that may join
         per_template = {b: keys for b, (_, _, keys) in zip(wanted, first, strict=True)}
-        found = {b: _least_per_key(keys.values()) for b, keys in per_template.items()}
+        found = {b: keys.least() for b, keys in per_template.items()}
         bound = CostBound(least, lambda b, energy, latency: cuts[b].keeps_one(energy, latency))
         extra = joinable(wl, groups, tables, found, bound)
-        allowed = {b: Joinable.of(extra[b], per_template[b], cuts[b]) for b in again}
+        allowed = {
+            b: Joinable(extra[b], per_template[b].templates_kept(extra[b], cuts[b])) for b in again
+        }
         check.semi_joined = len(again)
         check.keys_dropped = sum(len(found[b]) - len(extra[b]) for b in again)
         redo = run_tasks(jobs, _search_in_worker, [(*args[b], allowed[b]) for b in again])
@@ -238,15 +239,6 @@ def _may_gain(b, floors, table, allowance: float, config: MapperConfig) -> bool:
     if not config.host_loops.get(b):
         return False
     return not table.floors or any(f <= allowance for f in table.floors.values())
-
-
-def _least_per_key(found: Iterable[dict[RowKey, Cost]]) -> dict[RowKey, Cost]:
-    """Per key of any of ``found`` (one per template), its least energy and latency."""
-    out: dict[RowKey, Cost] = {}
-    for got in found:
-        for key, cost in got.items():
-            out[key] = least_of(out.get(key), cost)
-    return out
 
 
 def _least(floors, least_once, groups) -> dict[str, float]:
@@ -365,7 +357,7 @@ def _search_in_worker(
     sharing: tuple[frozenset[str], dict[str, str]],
     allowed: Joinable | None,
     lim: limits.Limits | None,
-) -> tuple[PmappingTable | None, int, dict[tuple, dict[RowKey, Cost]]]:
+) -> tuple[PmappingTable | None, int, KeysFound]:
     """The pmappings ``cut`` keeps of the templates with two prefix gaps or more not
     ``excluded`` by their floor, over the whole fused space; how many templates that
     was; and (first search, ``allowed`` None) the rows' order-free keys per template.
@@ -376,10 +368,10 @@ def _search_in_worker(
         if allowed is not None:
             chosen = [t for t in chosen if template_key(t) in allowed.templates]
         if not chosen:
-            return empty_table(einsum), len(chosen), {}
+            return empty_table(einsum), len(chosen), KeysFound()
         if allowed is not None:
             useful = JoinableRows(cut, sharing, allowed.extra)
-            return _searched(spec, einsum, full, chosen, cut, useful), len(chosen), {}
+            return _searched(spec, einsum, full, chosen, cut, useful), len(chosen), KeysFound()
         first = FirstSearch(cut, sharing, SEMI_JOIN_ROWS)
         table = _searched(spec, einsum, full, chosen, cut, first)
         return (None if first.tripped else table), len(chosen), first.found

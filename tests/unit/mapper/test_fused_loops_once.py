@@ -210,7 +210,7 @@ def test_a_second_search_of_only_the_templates_with_a_joinable_key_loses_no_row(
     assert again
     fewer = 0
     for args, (table, searched, _) in again:
-        every = frozenset(firsts[args[1]][2])  # every template with a kept row
+        every = frozenset(firsts[args[1]][2].per_template())  # every one with a kept row
         allowed = replace(args[6], templates=every)
         whole, whole_searched, _ = real(*args[:6], allowed, args[7])
         assert _rows(table) == _rows(whole)
