@@ -177,7 +177,7 @@ class KeyedRows:
         at = at.ravel()
         keep = self.cut.keeps(result.energy, result.latency) & interner.splits_a_variable(ids)[at]
         if not keep.any():
-            return keep, at, []
+            return keep, np.full(result.rows, -1, dtype=np.int64), []
         if self._keys is None or self._keys.interner is not interner:
             self._keys = OrderFreeKeys(interner, *self.sharing)
         used = np.bincount(at[keep], minlength=len(ids)) > 0
