@@ -128,8 +128,7 @@ class KeysFound:
     def templates_kept(self, extra: dict[RowKey, Cost], cut: RowCut) -> frozenset[tuple]:
         """The templates with a key of ``extra`` whose least row, raised by it, ``cut``
         keeps."""
-        more = np.array([extra.get(k, (np.inf, np.inf)) for k in self.keys], dtype=np.float64)
-        allowed = np.array([k in extra for k in self.keys], dtype=bool)
+        more, allowed = _excess(self.keys, extra)
         out = []
         for template, (numbers, energy, latency) in self.per_template().items():
             ok = allowed[numbers]
@@ -142,6 +141,13 @@ class KeysFound:
         """Sent back from a worker: without the numbering, its chunks merged."""
         self.per_template()
         return {"keys": self.keys, "_number": {}, "_chunks": self._chunks}
+
+
+def _excess(keys: list[RowKey], extra: dict[RowKey, Cost]) -> tuple[np.ndarray, np.ndarray]:
+    """Per key, its excess (energy, latency; +inf if none) and whether it has one."""
+    allowed = np.array([k in extra for k in keys], dtype=bool)
+    more = np.array([extra.get(k, (np.inf, np.inf)) for k in keys], dtype=np.float64)
+    return more.reshape(len(keys), 2), allowed
 
 
 def _merged(chunks: list[Costed]) -> Costed:
@@ -230,8 +236,7 @@ class JoinableRows(KeyedRows):
         keep, key_at, keys = self.kept_rows(result, interner)
         if not keys:
             return keep
-        more = np.array([self.extra.get(k, (np.inf, np.inf)) for k in keys], dtype=np.float64)
-        allowed = np.array([k in self.extra for k in keys], dtype=bool)
+        more, allowed = _excess(keys, self.extra)
         rows = np.flatnonzero(keep)
         at = key_at[rows]
         energy = result.energy[rows] + more[at, 0]
