@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -96,14 +97,26 @@ class KeysFound:
         self.keys: list[RowKey] = []
         self._number: dict[RowKey, int] = {}
         self._chunks: dict[tuple, list[Costed]] = {}
+        self._source: Sequence[RowKey] | None = None  # the key list last added from
+        self._numbers = np.zeros(0, dtype=np.int64)  # its keys' numbers (-1: not yet)
 
-    def add(self, template: tuple, keys: list[RowKey], energy, latency) -> None:
-        """Rows of ``template`` having ``keys``, at least ``energy`` and ``latency`` each."""
-        numbers = np.empty(len(keys), dtype=np.int64)
-        for i, key in enumerate(keys):
-            n = numbers[i] = self._number.setdefault(key, len(self.keys))
+    def add(self, template: tuple, keys: Sequence[RowKey], energy, latency, index=None) -> None:
+        """Rows of ``template`` having keys ``keys[index]`` (all of ``keys`` if None), at
+        least ``energy`` and ``latency`` each. Added from one growing list (a search's
+        :attr:`~fusemap.mapper.joinable.OrderFreeKeys.keys`), each key is looked up
+        once."""
+        index = np.arange(len(keys)) if index is None else np.asarray(index, dtype=np.int64)
+        if keys is not self._source:
+            self._source, self._numbers = keys, np.zeros(0, dtype=np.int64)
+        if len(keys) > len(self._numbers):
+            grown = np.full(len(keys), -1, dtype=np.int64)
+            grown[: len(self._numbers)] = self._numbers
+            self._numbers = grown
+        for i in np.unique(index[self._numbers[index] < 0]).tolist():
+            n = self._numbers[i] = self._number.setdefault(keys[i], len(self.keys))
             if n == len(self.keys):
-                self.keys.append(key)
+                self.keys.append(keys[i])
+        numbers = self._numbers[index]
         chunk = (numbers, np.asarray(energy, dtype=np.float64), np.asarray(latency, np.float64))
         self._chunks.setdefault(template, []).append(chunk)
 
@@ -140,7 +153,7 @@ class KeysFound:
     def __getstate__(self) -> dict:
         """Sent back from a worker: without the numbering, its chunks merged."""
         self.per_template()
-        return {"keys": self.keys, "_number": {}, "_chunks": self._chunks}
+        return {**self.__dict__, "_number": {}, "_source": None, "_numbers": self._numbers[:0]}
 
 
 def _excess(keys: list[RowKey], extra: dict[RowKey, Cost]) -> tuple[np.ndarray, np.ndarray]:
@@ -163,8 +176,8 @@ def _merged(chunks: list[Costed]) -> Costed:
 
 
 class KeyedRows:
-    """A ``useful`` filter that reads its rows' order-free keys (memoized per interner
-    along its trie, :class:`~fusemap.mapper.joinable.OrderFreeKeys`)."""
+    """A ``useful`` filter that reads its rows' order-free keys (worked out per
+    interner along its trie, :class:`~fusemap.mapper.joinable.OrderFreeKeys`)."""
 
     def __init__(self, cut: RowCut, sharing: tuple[frozenset[str], dict[str, str]]):
         self.cut, self.sharing = cut, sharing
@@ -175,27 +188,24 @@ class KeyedRows:
     ) -> tuple[np.ndarray, np.ndarray, list[RowKey]]:
         """The rows the cut keeps whose prefix splits a variable (the others are in the
         table already; before the loop orders of their gaps are added, which change
-        neither); per row, the index of its order-free key in the list returned (the
-        prefixes' ids made unique once, for the cut and the keys)."""
+        neither); per row kept, the number of its order-free key in the list returned
+        (the interner's :attr:`~fusemap.mapper.joinable.OrderFreeKeys.keys`; -1 for
+        rows not kept)."""
+        key_at = np.full(result.rows, -1, dtype=np.int64)
         if result.seq is None:
-            return np.zeros(result.rows, dtype=bool), np.zeros(result.rows, dtype=np.int64), []
+            return np.zeros(result.rows, dtype=bool), key_at, []
         ids, at = np.unique(result.seq, return_inverse=True)
         at = at.ravel()
         keep = self.cut.keeps(result.energy, result.latency) & interner.splits_a_variable(ids)[at]
         if not keep.any():
-            return keep, np.full(result.rows, -1, dtype=np.int64), []
+            return keep, key_at, []
         if self._keys is None or self._keys.interner is not interner:
             self._keys = OrderFreeKeys(interner, *self.sharing)
-        used = np.bincount(at[keep], minlength=len(ids)) > 0
-        keys: list[RowKey] = []
-        key_at = np.full(len(ids), -1, dtype=np.int64)
-        index: dict[RowKey, int] = {}
-        for i in np.flatnonzero(used).tolist():
-            key = self._keys(int(ids[i]))
-            key_at[i] = index.setdefault(key, len(keys))
-            if key_at[i] == len(keys):
-                keys.append(key)
-        return keep, key_at[at], keys
+        used = np.flatnonzero(np.bincount(at[keep], minlength=len(ids)))
+        of_id = np.full(len(ids), -1, dtype=np.int64)
+        of_id[used] = self._keys.indices(ids[used])
+        key_at[keep] = of_id[at[keep]]
+        return keep, key_at, self._keys.keys
 
 
 class FirstSearch(KeyedRows):
@@ -213,11 +223,12 @@ class FirstSearch(KeyedRows):
     def __call__(self, result: TemplateResult, interner: PrefixInterner) -> np.ndarray:
         keep, key_at, keys = self.kept_rows(result, interner)
         if keys:
-            energy, latency = np.full(len(keys), np.inf), np.full(len(keys), np.inf)
-            np.minimum.at(energy, key_at[keep], result.energy[keep])
+            index, at = np.unique(key_at[keep], return_inverse=True)
+            energy, latency = np.full(len(index), np.inf), np.full(len(index), np.inf)
+            np.minimum.at(energy, at.ravel(), result.energy[keep])
             known = np.nan_to_num(result.latency[keep], nan=0.0)  # energy searches: unknown
-            np.minimum.at(latency, key_at[keep], known)
-            self.found.add(template_key(result.template), keys, energy, latency)
+            np.minimum.at(latency, at.ravel(), known)
+            self.found.add(template_key(result.template), keys, energy, latency, index)
         self.kept += int(keep.sum())
         self.tripped = self.tripped or self.kept > self.most
         return np.zeros_like(keep) if self.tripped else keep
@@ -231,15 +242,23 @@ class JoinableRows(KeyedRows):
     def __init__(self, cut: RowCut, sharing, extra: dict[RowKey, Cost]):
         super().__init__(cut, sharing)
         self.extra = extra
+        self._source: list[RowKey] | None = None  # the key list numbered
+        self._more = np.zeros((0, 2))  # per key number so far: its excess (+inf: none)
+        self._allowed = np.zeros(0, dtype=bool)  # and whether it has one
 
     def __call__(self, result: TemplateResult, interner: PrefixInterner) -> np.ndarray:
         keep, key_at, keys = self.kept_rows(result, interner)
         if not keys:
             return keep
-        more, allowed = _excess(keys, self.extra)
+        if keys is not self._source:
+            self._source, self._more, self._allowed = keys, self._more[:0], self._allowed[:0]
+        if len(keys) > len(self._allowed):  # only the keys new since the last result
+            more, allowed = _excess(keys[len(self._allowed) :], self.extra)
+            self._more = np.concatenate([self._more, more])
+            self._allowed = np.concatenate([self._allowed, allowed])
         rows = np.flatnonzero(keep)
         at = key_at[rows]
-        energy = result.energy[rows] + more[at, 0]
-        latency = result.latency[rows] + more[at, 1]
-        keep[rows] = allowed[at] & self.cut.keeps(energy, latency)
+        energy = result.energy[rows] + self._more[at, 0]
+        latency = result.latency[rows] + self._more[at, 1]
+        keep[rows] = self._allowed[at] & self.cut.keeps(energy, latency)
         return keep

@@ -64,3 +64,22 @@ def test_sent_from_a_worker_it_keeps_its_keys_and_costs():
     assert back.least() == {A: (2.0, 5.0), B: (5.0, 10.0), C: (1.0, 1.0)}
     assert set(back.per_template()) == {("t1",), ("t2",)}
     assert all(isinstance(a, np.ndarray) for arrays in back.per_template().values() for a in arrays)
+
+
+def test_keys_added_by_number_from_a_growing_list_are_looked_up_once():
+    """A search adds keys by their number in its growing key list; the numbering is
+    its own (first come), a key's costs are kept per template as by value, and a
+    list that is not the last one is numbered afresh."""
+    source = [B, A]
+    found = KeysFound()
+    found.add(("t1",), source, [3.0], [30.0], index=np.array([1]))
+    source.append(C)
+    found.add(("t1",), source, [5.0, 1.0], [10.0, 1.0], index=np.array([0, 2]))
+    found.add(("t2",), source, [4.0], [5.0], index=np.array([1]))
+    assert found.keys == [A, B, C]
+    found.add(("t2",), [C, B], [0.5], [0.5], index=np.array([1]))  # another list
+    assert found.keys == [A, B, C]
+    assert _as_dicts(found.per_template()) == {
+        ("t1",): {0: (3.0, 30.0), 1: (5.0, 10.0), 2: (1.0, 1.0)},
+        ("t2",): {0: (4.0, 5.0), 1: (0.5, 0.5)},
+    }

@@ -235,3 +235,7 @@ def test_keys_along_the_trie_are_the_keys_of_the_whole_prefixes(ops):
     for q in [*asked, *range(len(p.prefixes))]:
         assert keys(q) == order_free_keys(p.prefixes[q], {"T1", "T2"}, TOP)
     assert all(keys(q) == key for q, key in asked.items())
+    every = OrderFreeKeys(p, {"T1", "T2"}, TOP)  # all at once, deepest ids first
+    got = every.indices(np.arange(len(p.prefixes))[::-1])[::-1]
+    assert [every.keys[k] for k in got.tolist()] == [keys(q) for q in range(len(p.prefixes))]
+    assert len(set(every.keys)) == len(every.keys), "each key numbered once"

@@ -77,17 +77,33 @@ class PrefixInterner:
         step = self._step[q]
         return self._parent[q], step, self._steps[step]
 
+    def parents_and_steps(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Ids ``ids``' parent ids and step ids (``ids`` > 0), as arrays."""
+        ids = np.asarray(ids, dtype=np.int64)
+        parents = np.frombuffer(self._parent, dtype=np.int64)[ids]
+        return parents, np.frombuffer(self._step, dtype=np.int64)[ids]
+
+    def step_entries(self, step: int) -> Prefix:
+        """The entries of step id ``step`` (one entry that is not a loop, or a run of
+        loops)."""
+        return self._steps[step]
+
+    def step_count(self) -> int:
+        """How many step ids there are."""
+        return len(self._steps)
+
     def intern(self, prefix: tuple) -> int:
         """The id of ``prefix`` (new ids for new prefixes; see :func:`canonical`)."""
         return self._intern_canonical(canonical(prefix))
 
     def splits_a_variable(self, ids: np.ndarray) -> np.ndarray:
         """Whether each prefix of ``ids`` has two loops over one rank variable."""
-        out = []
-        for q in np.asarray(ids, dtype=np.int64).tolist():
-            f = self._flags[q]
-            out.append(_split(self.prefixes[q]) if f & _WIDE else bool(f & _SPLIT))
-        return np.array(out, dtype=bool)
+        ids = np.asarray(ids, dtype=np.int64)
+        flags = np.frombuffer(self._flags, dtype=np.uint8)[ids]
+        out = (flags & _SPLIT) > 0
+        for i in np.flatnonzero(flags & _WIDE).tolist():  # too many variables for the bits
+            out[i] = _split(self.prefixes[int(ids[i])])
+        return out
 
     def loop_counts(self, ids: np.ndarray) -> np.ndarray:
         """Number of loops of each prefix ``ids``."""
