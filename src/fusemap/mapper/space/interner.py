@@ -402,10 +402,6 @@ class _Prefixes(Sequence):
         return self._interner.prefix(int(i) % len(self))
 
 
-def _without_marks(prefix: Prefix) -> Prefix:
-    return tuple(e for e in prefix if e.kind != MARK)
-
-
 def _has_gap_of_two(prefix: Prefix) -> bool:
     run = 0
     for e in prefix:
