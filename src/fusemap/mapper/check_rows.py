@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .joinable import Cost, OrderFreeKeys, RowKey
+from .joinable import Cost, OrderFreeKeys, RowKey, number_of
 from .space.interner import PrefixInterner
 from .space.templates import template_key
 from .tiling.result import TemplateResult
@@ -113,9 +113,7 @@ class KeysFound:
             grown[: len(self._numbers)] = self._numbers
             self._numbers = grown
         for i in np.unique(index[self._numbers[index] < 0]).tolist():
-            n = self._numbers[i] = self._number.setdefault(keys[i], len(self.keys))
-            if n == len(self.keys):
-                self.keys.append(keys[i])
+            self._numbers[i] = number_of(keys[i], self.keys, self._number)
         numbers = self._numbers[index]
         chunk = (numbers, np.asarray(energy, dtype=np.float64), np.asarray(latency, np.float64))
         self._chunks.setdefault(template, []).append(chunk)

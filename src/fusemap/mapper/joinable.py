@@ -33,7 +33,7 @@ check's cut. Exact by the same induction (a row of a better mapping passes it).
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -87,7 +87,9 @@ class OrderFreeKeys:
         self._key = np.zeros(1, dtype=np.int32)  # per prefix id: its key's number (-1: not yet)
         self._loops = np.zeros(1, dtype=np.int32)  # per prefix id: its loops' number
         self._kinds = np.zeros(0, dtype=np.int8)  # per step id: _OTHER, _LOOPS or _SHARED
-        self._moves: dict[str, dict[int, int]] = {"loops": {}, "tensor": {}, "key": {}}
+        self._loop_moves: dict[int, int] = {}  # packed (loop set, step) -> loop set
+        self._tensor_moves: dict[int, int] = {}  # packed (loop set, step) -> tensor key
+        self._key_moves: dict[int, int] = {}  # packed (key, tensor key) -> key
 
     def __call__(self, q: int) -> RowKey:
         """The order-free key of prefix id ``q``."""
@@ -132,43 +134,49 @@ class OrderFreeKeys:
         kinds = self._kinds[steps]
         key, loops = self._key[parents], self._loops[parents]
         step_loops = kinds == _LOOPS
-        loops[step_loops] = self._moved("loops", loops[step_loops], steps[step_loops])
+        loops[step_loops] = _moved(
+            self._loop_moves, loops[step_loops], steps[step_loops], self._with_loops
+        )
         back = kinds == _SHARED
-        tensor_keys = self._moved("tensor", loops[back], steps[back])
-        key[back] = self._moved("key", key[back], tensor_keys)
+        tensor_keys = _moved(self._tensor_moves, loops[back], steps[back], self._tensor_key)
+        key[back] = _moved(self._key_moves, key[back], tensor_keys, self._with_tensor_key)
         self._key[ids], self._loops[ids] = key, loops
 
-    def _moved(self, move: str, numbers: np.ndarray, by: np.ndarray) -> np.ndarray:
-        """Per pair, the number ``numbers[i]`` moves to along ``by[i]`` (each distinct
-        pair worked out once: :meth:`_move`)."""
-        if not len(numbers):
-            return numbers.astype(np.int32)
-        codes = (numbers.astype(np.int64) << 32) | by.astype(np.int64)
-        uniq, inverse = np.unique(codes, return_inverse=True)
-        memo = self._moves[move]
-        out = [memo.get(c) for c in uniq.tolist()]
-        for i, got in enumerate(out):
-            if got is None:
-                c = int(uniq[i])
-                out[i] = memo[c] = self._move(move, c >> 32, c & 0xFFFFFFFF)
-        return np.array(out, dtype=np.int32)[inverse.ravel()]
+    def _with_loops(self, loop_set: int, step: int) -> int:
+        """Loop set ``loop_set`` with step ``step``'s loops added."""
+        entries = self.interner.step_entries(step)
+        loops = tuple(sorted(self._loop_sets[loop_set] + tuple(_loop_key(e) for e in entries)))
+        return number_of(loops, self._loop_sets, self._loop_set_ids)
 
-    def _move(self, move: str, number: int, by: int) -> int:
-        """A loop set ``number`` with step ``by``'s loops added; the tensor key of step
-        ``by``'s backing node under loop set ``number``; key ``number`` with tensor key
-        ``by`` in place of its tensor's entry."""
-        if move == "loops":
-            steps = self.interner.step_entries(by)
-            loops = tuple(sorted(self._loop_sets[number] + tuple(_loop_key(e) for e in steps)))
-            return _number(loops, self._loop_sets, self._loop_set_ids)
-        if move == "tensor":
-            e = self.interner.step_entries(by)[0]
-            assert isinstance(e, BackingEntry)
-            tensor_key = (e.tensor, e.memory, self._loop_sets[number])
-            return _number(tensor_key, self._tensor_keys, self._tensor_key_ids)
-        tk = self._tensor_keys[by]
-        key = tuple(tk if x[0] == tk[0] else x for x in self.keys[number])
-        return _number(key, self.keys, self._key_ids)
+    def _tensor_key(self, loop_set: int, step: int) -> int:
+        """The tensor key of step ``step``'s backing node under loop set ``loop_set``."""
+        e = self.interner.step_entries(step)[0]
+        assert isinstance(e, BackingEntry)
+        tensor_key = (e.tensor, e.memory, self._loop_sets[loop_set])
+        return number_of(tensor_key, self._tensor_keys, self._tensor_key_ids)
+
+    def _with_tensor_key(self, key: int, tensor_key: int) -> int:
+        """Key ``key`` with tensor key ``tensor_key`` in place of its tensor's entry."""
+        tk = self._tensor_keys[tensor_key]
+        new = tuple(tk if x[0] == tk[0] else x for x in self.keys[key])
+        return number_of(new, self.keys, self._key_ids)
+
+
+def _moved(
+    memo: dict[int, int], numbers: np.ndarray, by: np.ndarray, move: Callable[[int, int], int]
+) -> np.ndarray:
+    """Per pair, ``move(numbers[i], by[i])``, each distinct pair worked out once (``memo``:
+    the pairs packed in one integer)."""
+    if not len(numbers):
+        return numbers.astype(np.int32)
+    codes = (numbers.astype(np.int64) << 32) | by.astype(np.int64)
+    uniq, inverse = np.unique(codes, return_inverse=True)
+    out = [memo.get(c) for c in uniq.tolist()]
+    for i, got in enumerate(out):
+        if got is None:
+            c = int(uniq[i])
+            out[i] = memo[c] = move(c >> 32, c & 0xFFFFFFFF)
+    return np.array(out, dtype=np.int32)[inverse.ravel()]
 
 
 _OTHER, _LOOPS, _SHARED = 0, 1, 2
@@ -176,7 +184,7 @@ _OTHER, _LOOPS, _SHARED = 0, 1, 2
 shared tensor."""
 
 
-def _number(item, items: list, ids: dict) -> int:
+def number_of(item: Hashable, items: list, ids: dict) -> int:
     """``item``'s number in ``items`` (appended if new)."""
     got = ids.get(item)
     if got is None:
