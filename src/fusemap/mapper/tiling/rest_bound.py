@@ -167,8 +167,12 @@ def within_ceilings(
         if c not in loosest or loosest[c][0] < ceiling:
             loosest[c] = (ceiling, floor)
     used = [k for k in range(len(keys)) if any(a[k] or (d and d[k]) for a, d, _ in loosest)]
-    named = {v: sizes[:, k] for k, v in enumerate(first.tiles.vars)}
-    bases = np.empty((len(energy), len(used)))
+    # The bounds depend on the tile shape alone, and many rows share one (they differ
+    # in their prefixes): each distinct shape is worked out once.
+    _, at, shape_of = np.unique(first.tiles.group(sizes), return_index=True, return_inverse=True)
+    shapes = sizes[at]
+    named = {v: shapes[:, k] for k, v in enumerate(first.tiles.vars)}
+    bases = np.empty((len(shapes), len(used)))
     for col, k in enumerate(used):
         tensor, basis = keys[k]
         f = fill_basis if basis == "fill" else first_basis
@@ -177,7 +181,7 @@ def within_ceilings(
     for (above, down, _), (ceiling, floor) in loosest.items():
         rest = bases @ np.array([above[k] for k in used])  # least the nodes below add
         if floor is not None:
-            rest += floor.above_overall(sizes)
+            rest += floor.above_overall(shapes)
             rest = np.maximum(rest, bases @ np.array([down[k] for k in used]) - floor.overall)
-        keep |= energy + rest <= ceiling
+        keep |= energy + rest[shape_of.ravel()] <= ceiling
     return keep
