@@ -224,16 +224,16 @@ class PrefixInterner:
         kinds = [_step_kind(x) for x in entries]
         steps = [self._step_id(x) if k else -1 for x, k in zip(entries, kinds, strict=True)]
         step = np.array(steps, dtype=np.int64)[chosen]
-        many = len(uniq) >= BATCH_FROM
-        if many and self._one_step(parents, np.array(kinds, dtype=np.int64)[chosen], step).all():
-            return self._children_of(parents, step)[inverse.ravel()]
-        new = np.array(
-            [
-                self._extended(p, entries[w], kinds[w], steps[w])
-                for p, w in zip(parents.tolist(), chosen.tolist(), strict=True)
-            ],
-            dtype=np.int64,
-        )
+        new = parents.copy()  # no entries: the prefix itself
+        rest = np.flatnonzero(np.array([bool(x) for x in entries], dtype=bool)[chosen])
+        if len(rest) >= BATCH_FROM:  # one step down, as arrays; the others one at a time
+            one = self._one_step(parents[rest], np.array(kinds, dtype=np.int64)[chosen[rest]],
+                                 step[rest])  # fmt: skip
+            new[rest[one]] = self._children_of(parents[rest[one]], step[rest[one]])
+            rest = rest[~one]
+        for i in rest.tolist():
+            w = int(chosen[i])
+            new[i] = self._extended(int(parents[i]), entries[w], kinds[w], steps[w])
         return new[inverse.ravel()]
 
     def _one_step(self, parents: np.ndarray, kinds: np.ndarray, steps: np.ndarray) -> np.ndarray:
