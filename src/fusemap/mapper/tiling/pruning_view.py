@@ -12,9 +12,15 @@ if TYPE_CHECKING:
 
 
 def pruning_view(
-    tiler: TemplateTiler, first: int, below: np.ndarray, crit: np.ndarray
+    tiler: TemplateTiler,
+    first: int,
+    below: np.ndarray,
+    crit: np.ndarray,
+    rows: np.ndarray | None = None,
 ) -> np.ndarray:
-    """The criteria pruning compares, with reservations that cannot matter zeroed.
+    """The criteria pruning compares, with reservations that cannot matter zeroed;
+    with ``rows``, row ``i`` has the criteria ``crit[rows[i]]`` (only the columns
+    compared are gathered).
 
     In capacity mode (``reservations_are_objectives`` false), a row whose memory
     cannot overflow whatever the nodes from ``first`` down choose (their tiles are
@@ -23,21 +29,27 @@ def pruning_view(
     nothing: no other Einsum's reservation is live while an unfused Einsum runs.
     """
     if tiler.relaxed and tiler.reservations.at_depth:
-        return _relaxed_view(tiler, first, below, crit)
-    view = crit[:, tiler.pareto_cols].copy()
+        return _relaxed_view(tiler, first, below, crit if rows is None else crit[rows])
+    if rows is None:
+        view = crit[:, tiler.pareto_cols]
+    else:
+        view = crit[rows[:, None], np.asarray(tiler.pareto_cols)]
     if tiler.reservations_are_objectives or not tiler.reservations.columns:
         return view
     live_beside = not tiler.runs_alone  # depth columns: other Einsums' tiles beside
-    _zero_slack(tiler, view, first, below, crit, live_beside)
+    _zero_slack(tiler, view, first, below, crit, live_beside, rows)
     return view
 
 
-def _zero_slack(tiler: TemplateTiler, view, first: int, below, crit, live_beside: bool) -> None:
+def _zero_slack(
+    tiler: TemplateTiler, view, first: int, below, crit, live_beside: bool, rows=None
+) -> None:
     res, sizes = tiler.reservations, {v: below[:, k] for k, v in enumerate(tiler.tiles.vars)}
     for c, col in res.columns.items():
         if c in res.at_depth and live_beside:
             continue  # live beside another Einsum's tiles: always an objective
-        slack = res.never_overflows(c, crit[:, col], tiler.t.holders[first:], sizes)
+        reserved = crit[:, col] if rows is None else crit[rows, col]
+        slack = res.never_overflows(c, reserved, tiler.t.holders[first:], sizes)
         view[slack, tiler.pareto_cols.index(col)] = 0.0
 
 

@@ -26,7 +26,7 @@ class TilingCounts:
 
     stages: int = 0
     evaluated: int = 0  # partial tile shapes costed
-    valid: int = 0  # of those, within every capacity
+    valid: int = 0  # of those, within every capacity (and the ceiling, where one is set)
     complete_to: float = np.inf
     """Energy up to which the rows of the self-bounded tilers (bounded by their own
     least so far, :attr:`TemplateTiler.least_slack`) were all kept."""

@@ -105,9 +105,9 @@ class Spreads:
             return self.uneven.initial(rows)
         return self.uneven.fit(prev.state)
 
-    def spread(self, j: int, mids: np.ndarray, origin, cost, state):
+    def spread(self, j: int, mids: np.ndarray, origin, state):
         """The spatial loops above node ``j + 1``: (mids, tiles below them, valid,
-        origin, cost, state) of the rows they leave."""
+        origin, state) of the rows they leave."""
         if self.uneven is None:
             below = mids.copy()
             ok = np.ones(len(below), dtype=bool)
@@ -116,13 +116,13 @@ class Spreads:
                     k = self.tiles.vars.index(s.var)
                     ok &= below[:, k] % s.trips == 0
                     below[:, k] //= s.trips
-            return mids, below, ok, origin, cost, state
+            return mids, below, ok, origin, state
         assert state is not None
         rep, below, cols = self.uneven.spread(j, mids)
-        mids, origin, cost = mids[rep], origin[rep], cost[rep]
+        mids, origin = mids[rep], origin[rep]
         state = state[origin]
         base = self.uneven.base
         for i, s in enumerate(self.template.spatial):
             if s.slot == j + 1:
                 state[:, base + 2 * i : base + 2 * i + 2] = cols[:, base + 2 * i : base + 2 * i + 2]
-        return mids, below, self.uneven.allowed(j + 1, state), origin, cost, state
+        return mids, below, self.uneven.allowed(j + 1, state), origin, state

@@ -260,8 +260,8 @@ class TemplateTiler:
         partial prefixes of several fused loops per rank variable end there.
         """
         rows = self._enter(j, prev)
-        cur, origin, cost, evaluated = self._gap_loops(j, rows, ceiling)
-        return self._leave(j, rows, cur, origin, cost, evaluated, within)
+        cur, origin, evaluated = self._gap_loops(j, rows, ceiling)
+        return self._leave(j, rows, cur, origin, evaluated, within)
 
     def _enter(self, j: int, prev: Stage | None) -> _Entering:
         """The rows above node ``j`` with the node's token in their prefixes and its
@@ -297,7 +297,8 @@ class TemplateTiler:
 
     def _gap_loops(self, j: int, rows: _Entering, ceiling) -> tuple:
         """Gap ``j``'s temporal loops, one rank variable at a time, pruning in between:
-        (sizes after them, row entering each comes from, criteria, rows evaluated)."""
+        (sizes after them, row entering each comes from, rows evaluated). The loops add
+        no cost: a row's criteria stay those of the row it comes from."""
         t, tiles, sizes = self.t, self.tiles, rows.sizes
         holder = t.holders[j]
         lowered = holder.component in self.reservations.columns and not holder.backing
@@ -307,28 +308,30 @@ class TemplateTiler:
             if lowered and self.info.relevance(holder.tensor, v) == "partial"
         ]
         in_prefix = j < self.p_max  # this gap's loops belong to the fused prefix
-        cur, cost = sizes, rows.cost
+        cur = sizes
         origin = np.arange(len(sizes), dtype=np.int64)
         if np.ndim(ceiling) or np.isfinite(ceiling):
-            origin = np.flatnonzero(cost[:, 0] <= ceiling)
-            cur, cost = sizes[origin], cost[origin]
+            origin = np.flatnonzero(rows.cost[:, 0] <= ceiling)
+            cur = sizes[origin]
         evaluated = 0
         for k, v in enumerate(tiles.vars):
             if (j, v) in t.blocked or not self.useful_loop(j, v):
                 continue
             cur, par = tiles.expand_one(cur, k)
             cur, par = self._spreadable_only(j, k, cur, par)
-            origin, cost = origin[par], cost[par]
+            origin = origin[par]
             if in_prefix and self.once:  # one loop per rank variable above fused nodes
-                once = (cur[:, k] == sizes[origin, k]) | (sizes[origin, k] == tiles.bounds[k])
-                cur, origin, cost = cur[once], origin[once], cost[once]
+                above = sizes[origin, k]
+                once = (cur[:, k] == above) | (above == tiles.bounds[k])
+                cur, origin = cur[once], origin[once]
             evaluated += len(cur)
             cols = list(range(len(tiles.vars))) if in_prefix else keep_here
             ids = combined_ids(rows.seq[origin] if self.fusion else None, rows.state_ids, origin)
             key = tiles.group(cur, sizes[origin] if cols else None, cols, ids)
-            keep = self.prune_rows(key, self.pruning_view(j if lowered else j + 1, cur, cost))
-            cur, origin, cost = cur[keep], origin[keep], cost[keep]
-        return cur, origin, cost, evaluated
+            view = self.pruning_view(j if lowered else j + 1, cur, rows.cost, origin)
+            keep = self.prune_rows(key, view)
+            cur, origin = cur[keep], origin[keep]
+        return cur, origin, evaluated
 
     def _spreadable_only(self, j: int, k: int, cur: np.ndarray, par: np.ndarray):
         """The rows whose tile of variable ``k`` the spatial loops below can still spread
@@ -347,25 +350,36 @@ class TemplateTiler:
         return cur, par
 
     def _leave(
-        self, j: int, rows: _Entering, cur, origin, cost, evaluated: int, within: RowBound | None
+        self, j: int, rows: _Entering, cur, origin, evaluated: int, within: RowBound | None
     ) -> Stage:
-        """The rows after gap ``j``: spread by its spatial loops, the node's lowered
-        reservation added, fitted, bounded (``within``), their prefixes extended,
-        pruned. Bounding before pruning keeps the same rows: rows pruned together have
-        the same tile shapes, so a row the bound drops drops every row it dominates."""
+        """The rows after gap ``j``: spread by its spatial loops, bounded (``within``),
+        the node's lowered reservation added, fitted, their prefixes extended, pruned.
+
+        Bounding before pruning keeps the same rows: rows pruned together have the same
+        tile shapes, so a row the bound drops drops every row it dominates. The bound
+        reads the energy so far alone, which a reservation does not change, so it comes
+        before the criteria are gathered (in the check most rows end there)."""
         t, sizes, holder = self.t, rows.sizes, self.t.holders[j]
         last = j == len(t.holders) - 1
-        mids, below, ok, origin, cost, state = self.spreads.spread(j, cur, origin, cost, rows.state)
+        mids, below, ok, origin, state = self.spreads.spread(j, cur, origin, rows.state)
         if last:
             ok &= (below == 1).all(axis=1)
         spatial_here = sum(s.slot == j + 1 for s in t.spatial)
         if (j + 1) in self.fused_pos and not self._may_touch(j) and not spatial_here:
             ok &= (mids < sizes[origin]).any(axis=1)  # a fused node opens its gap
-        mids, origin, below, cost = mids[ok], origin[ok], below[ok], cost[ok]
+        leaf = self.uneven is not None and last  # the leaf's costs per row, added below
+        if within is not None and not leaf:
+            ok[ok] = within(below[ok], rows.cost[origin[ok], 0])
+        mids, origin, below = mids[ok], origin[ok], below[ok]
+        cost = rows.cost[origin]
         state = None if state is None else state[ok]
-        if self.uneven is not None and last:
-            assert state is not None
+        if leaf:
+            assert self.uneven is not None and state is not None
             self.uneven.add_leaf(state, cost)
+            if within is not None:
+                keep = within(below, cost[:, 0])
+                mids, origin, below, cost = mids[keep], origin[keep], below[keep], cost[keep]
+                state = state[keep]
         if holder.component in self.reservations.columns and not holder.backing:
             here = sizes[origin]
             passed = passed_loops(self.info, holder.tensor, self.tiles.vars, here, mids)
@@ -374,8 +388,6 @@ class TemplateTiler:
             )
         fits = self.reservations.fits(cost)
         valid = int(fits.sum())
-        if within is not None:
-            fits[fits] = within(below[fits], cost[fits, 0])
         mids, origin, below, cost = mids[fits], origin[fits], below[fits], cost[fits]
         state = None if state is None else state[fits]
         new_seq, new_depth = rows.seq[origin], rows.depth[origin]
@@ -443,9 +455,11 @@ class TemplateTiler:
             return np.ones(len(key), dtype=bool)
         return pareto_mask(key, view)
 
-    def pruning_view(self, first: int, below: np.ndarray, crit: np.ndarray) -> np.ndarray:
+    def pruning_view(
+        self, first: int, below: np.ndarray, crit: np.ndarray, rows: np.ndarray | None = None
+    ) -> np.ndarray:
         """The criteria pruning compares (:func:`.pruning_view.pruning_view`)."""
-        return pruning_view(self, first, below, crit)
+        return pruning_view(self, first, below, crit, rows)
 
     # ------------------------------------------------------------ results
     def finish(self, stages: list[Stage]) -> TemplateResult:
