@@ -177,12 +177,12 @@ def test_a_batch_extends_each_row_as_the_whole_prefix_would(batches, knobs):
     in arrays from the start, soon, or never; batches as arrays or row by row."""
     from fusemap.mapper.space import child_index, interner
 
-    before = child_index.DICT_UP_TO, interner.BATCH_FROM
-    child_index.DICT_UP_TO, interner.BATCH_FROM = knobs
+    before = child_index.RECENT_UP_TO, interner.BATCH_FROM
+    child_index.RECENT_UP_TO, interner.BATCH_FROM = knobs
     try:
         _batches_give_whole_ids(batches)
     finally:
-        child_index.DICT_UP_TO, interner.BATCH_FROM = before
+        child_index.RECENT_UP_TO, interner.BATCH_FROM = before
 
 
 def _batches_give_whole_ids(batches) -> None:
@@ -208,19 +208,27 @@ def _batches_give_whole_ids(batches) -> None:
     ]
 
 
+KEYS = st.one_of(
+    st.integers(0, 60),  # close together
+    st.integers(0, 60).map(lambda k: k << 40),  # one low part: the same first slot, often
+    st.integers(0, (1 << 62) - 1),
+)
+
+
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.tuples(st.booleans(), st.lists(st.integers(0, 60), max_size=20))))
+@given(st.lists(st.tuples(st.booleans(), st.lists(KEYS, max_size=40))))
 def test_the_child_index_answers_as_a_dict(ops):
     """Keys added in batches or one at a time, looked up in batches or one at a time,
-    as a dict would: merged into the arrays at once, soon, or never."""
+    as a dict would: merged into the arrays at once, soon, or never; keys that share
+    their first slot in the hash table probe past each other."""
     from fusemap.mapper.space import child_index
 
-    up_to = child_index.DICT_UP_TO
+    up_to = child_index.RECENT_UP_TO
     try:
-        for child_index.DICT_UP_TO in (0, 5, 1 << 20):
+        for child_index.RECENT_UP_TO in (0, 5, 1 << 20):
             _answer_as_a_dict(child_index.ChildIndex(), {}, ops)
     finally:
-        child_index.DICT_UP_TO = up_to
+        child_index.RECENT_UP_TO = up_to
 
 
 def _answer_as_a_dict(index, plain: dict, ops) -> None:

@@ -4,17 +4,67 @@ id and a step id) to child ids.
 A dict took about 100 bytes a child, most of the interner's memory when the check of
 several fused loops per rank variable interns tens of millions of prefixes. Here the
 children sit in one sorted pair of numpy arrays (16 bytes a child), and the ones added
-since the last merge in a dict of at most :data:`DICT_UP_TO` (merged in when full, each
-merge one pass over the arrays). A batch of keys is looked up with one ``searchsorted``;
-one key with a dict lookup, then one ``searchsorted``. Up to :data:`DICT_UP_TO` children
-the dict alone holds them (as fast as before for the tables' searches)."""
+since the last merge in a hash table of at most :data:`RECENT_UP_TO` (merged in when
+full, each merge one pass over the arrays). A batch of keys is looked up with one
+``searchsorted`` and one compiled pass over the table; the table is open addressing
+with linear probing, compiled with numba (a dict's per-key inserts and lookups from
+Python were 16% of GPT-3's QK check at batch 64)."""
 
 from __future__ import annotations
 
+import numba
 import numpy as np
 
-DICT_UP_TO = 1 << 20
-"""Children the dict holds before they are merged into the arrays (about 100 MB)."""
+RECENT_UP_TO = 1 << 20
+"""Children the hash table holds before they are merged into the arrays (its slots, at
+most twice as many, take 16 bytes each)."""
+
+EMPTY = -1  # a free slot (keys are at least 0)
+SMALLEST = 6  # a table starts with 2**6 slots
+
+
+@numba.njit(cache=True)
+def _slot(key, bits):
+    """The first slot of ``key`` in a table of ``2**bits`` slots (Fibonacci hashing)."""
+    return np.int64((np.uint64(key) * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(64 - bits))
+
+
+@numba.njit(cache=True)
+def _lookup(slot_keys, slot_ids, bits, keys, out) -> None:
+    """``out[i]`` = the id of ``keys[i]`` where the table holds it (else left as is)."""
+    mask = len(slot_keys) - 1
+    for i in range(len(keys)):
+        k = keys[i]
+        s = _slot(k, bits)
+        while slot_keys[s] != EMPTY:
+            if slot_keys[s] == k:
+                out[i] = slot_ids[s]
+                break
+            s = (s + 1) & mask
+
+
+@numba.njit(cache=True)
+def _lookup_one(slot_keys, slot_ids, bits, key) -> int:
+    """The id of ``key`` where the table holds it, else -1."""
+    mask = len(slot_keys) - 1
+    s = _slot(key, bits)
+    while slot_keys[s] != EMPTY:
+        if slot_keys[s] == key:
+            return slot_ids[s]
+        s = (s + 1) & mask
+    return -1
+
+
+@numba.njit(cache=True)
+def _insert(slot_keys, slot_ids, bits, keys, ids) -> None:
+    """Put new distinct ``keys`` with their ``ids`` in the table (room is left)."""
+    mask = len(slot_keys) - 1
+    for i in range(len(keys)):
+        s = _slot(keys[i], bits)
+        while slot_keys[s] != EMPTY:
+            s = (s + 1) & mask
+        slot_keys[s] = keys[i]
+        slot_ids[s] = ids[i]
 
 
 class ChildIndex:
@@ -23,27 +73,36 @@ class ChildIndex:
     def __init__(self) -> None:
         self._keys = np.zeros(0, dtype=np.int64)  # sorted
         self._ids = np.zeros(0, dtype=np.int64)
-        self._recent: dict[int, int] = {}  # keys not in the arrays
+        self._empty_table(SMALLEST)  # keys not in the arrays
+
+    def _empty_table(self, bits: int) -> None:
+        self._bits = bits
+        self._slot_keys = np.full(1 << bits, EMPTY, dtype=np.int64)
+        self._slot_ids = np.zeros(1 << bits, dtype=np.int64)
+        self._recent = 0
 
     @classmethod
     def of(cls, keys: np.ndarray, ids: np.ndarray) -> ChildIndex:
         """An index of distinct ``keys`` to ``ids``."""
         index = cls()
-        if len(keys) <= DICT_UP_TO:
-            index._recent = dict(zip(keys.tolist(), ids.tolist(), strict=True))
+        if len(keys) <= RECENT_UP_TO:
+            index.add(keys, ids)
         else:
             order = np.argsort(keys, kind="stable")
             index._keys, index._ids = keys[order], ids[order]
         return index
 
     def __len__(self) -> int:
-        return len(self._keys) + len(self._recent)
+        return len(self._keys) + self._recent
 
     def get(self, key: int) -> int | None:
         """The id of ``key``, if added."""
-        got = self._recent.get(key)
-        if got is not None or not len(self._keys):
-            return got
+        if self._recent:
+            got = _lookup_one(self._slot_keys, self._slot_ids, self._bits, key)
+            if got >= 0:
+                return got
+        if not len(self._keys):
+            return None
         at = int(self._keys.searchsorted(key))
         if at < len(self._keys) and self._keys[at] == key:
             return int(self._ids[at])
@@ -51,8 +110,10 @@ class ChildIndex:
 
     def find(self, keys: np.ndarray) -> np.ndarray:
         """The id of each of ``keys`` (-1 where not added)."""
-        get = self._recent.get
-        out = np.array([get(k, -1) for k in keys.tolist()], dtype=np.int64)
+        keys = np.ascontiguousarray(keys, dtype=np.int64)
+        out = np.full(len(keys), -1, dtype=np.int64)
+        if self._recent:
+            _lookup(self._slot_keys, self._slot_ids, self._bits, keys, out)
         if len(self._keys):
             at = np.minimum(self._keys.searchsorted(keys), len(self._keys) - 1)
             hit = self._keys[at] == keys
@@ -61,21 +122,36 @@ class ChildIndex:
 
     def add(self, keys: np.ndarray, ids: np.ndarray) -> None:
         """Add distinct new ``keys`` with their ``ids``."""
-        self._recent.update(zip(keys.tolist(), ids.tolist(), strict=True))
-        if len(self._recent) > DICT_UP_TO:
+        keys = np.ascontiguousarray(keys, dtype=np.int64)
+        ids = np.ascontiguousarray(ids, dtype=np.int64)
+        need = self._recent + len(keys)
+        if need > len(self._slot_keys) // 2:  # at most half full: short probes
+            self._grow(need)
+        _insert(self._slot_keys, self._slot_ids, self._bits, keys, ids)
+        self._recent += len(keys)
+        if self._recent > RECENT_UP_TO:
             self._merge()
 
     def add_one(self, key: int, q: int) -> None:
         """Add a new ``key`` with id ``q``."""
-        self._recent[key] = q
-        if len(self._recent) > DICT_UP_TO:
-            self._merge()
+        self.add(np.array([key], dtype=np.int64), np.array([q], dtype=np.int64))
+
+    def _grow(self, need: int) -> None:
+        """A table of room for ``need`` keys at half full, holding the keys it held."""
+        keys, ids = self._held()
+        bits = max(SMALLEST, int(2 * need - 1).bit_length())
+        self._empty_table(bits)
+        _insert(self._slot_keys, self._slot_ids, bits, keys, ids)
+        self._recent = len(keys)
+
+    def _held(self) -> tuple[np.ndarray, np.ndarray]:
+        full = self._slot_keys != EMPTY
+        return self._slot_keys[full], self._slot_ids[full]
 
     def _merge(self) -> None:
-        """The dict's keys into the arrays (one pass over them)."""
-        keys = np.fromiter(self._recent, dtype=np.int64, count=len(self._recent))
-        ids = np.fromiter(self._recent.values(), dtype=np.int64, count=len(keys))
-        self._recent = {}
+        """The table's keys into the arrays (one pass over them)."""
+        keys, ids = self._held()
+        self._empty_table(SMALLEST)
         order = np.argsort(keys)
         keys, ids = keys[order], ids[order]
         at = self._keys.searchsorted(keys) + np.arange(len(keys))  # places in the merge
