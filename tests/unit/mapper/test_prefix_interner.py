@@ -246,3 +246,44 @@ def _answer_as_a_dict(index, plain: dict, ops) -> None:
         assert index.find(asked).tolist() == [plain.get(k, -1) for k in keys]
         assert [index.get(k) for k in keys] == [plain.get(k) for k in keys]
     assert len(index) == len(plain)
+
+
+LAYOUT_LOOPS = st.lists(st.sampled_from(["m", "n", "k"]), min_size=1, max_size=3)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(LAYOUT_LOOPS, min_size=1, max_size=3),  # runs of loops, a node after each
+    st.lists(st.integers(0, 3), min_size=1, max_size=6),  # each prefix's tiles
+    st.randoms(use_true_random=False),
+    st.booleans(),
+)
+def test_reordering_many_prefixes_gives_each_ones_id(runs, tiles, rnd, other_layout):
+    """Prefixes of one layout, their loops permuted within each run (as the loop orders
+    of a gap permute them), get the ids of the permuted prefixes interned whole; with a
+    prefix of another layout among them (its first node first), each is reordered
+    alone, with the same result."""
+    p = PrefixInterner()
+    prefixes = []
+    for t in tiles:
+        entries: list = []
+        for i, run in enumerate(runs):
+            entries += [("loop", v, 2 + (t + i + k) % 3) for k, v in enumerate(run)]
+            entries.append(("back", f"T{i}", "GB"))
+        prefixes.append(tuple(entries))
+    if other_layout:
+        first = len(runs[0])  # the first node's place
+        x = prefixes[0]
+        prefixes.append((x[first],) + x[:first] + x[first + 1 :])
+    src, at = [], 0
+    for run in runs:
+        local = list(range(at, at + len(run)))
+        rnd.shuffle(local)
+        src += local + [at + len(run)]
+        at += len(run) + 1
+    ids = np.array([p.intern(x) for x in prefixes])
+    got = p.reordered(ids, src)
+    for x, g in zip(prefixes, got.tolist(), strict=True):
+        want = tuple(x[i] for i in src)
+        assert g == p.intern(want)
+        assert p.prefixes[g] == as_entries(want)

@@ -55,7 +55,7 @@ class PrefixInterner:
 
     def __getstate__(self) -> dict:
         # caches, and the children (rebuilt from the parents and steps when needed)
-        skip = ("_loops", "_settled", "_unmarked", "_children", "_step_ids")
+        skip = ("_loops", "_settled", "_unmarked", "_children", "_step_ids", "_lengths")
         return {k: v for k, v in self.__dict__.items() if k not in skip}
 
     def __setstate__(self, state: dict) -> None:
@@ -179,6 +179,61 @@ class PrefixInterner:
         """The id of ``prefix``, an interned prefix with loops permuted in place (its
         runs of backing nodes unchanged, so it is canonical too)."""
         return self._intern_canonical(as_entries(prefix))
+
+    def reordered(self, ids: np.ndarray, src: Sequence[int]) -> np.ndarray:
+        """The ids of prefixes ``ids``, each with its entry at position ``src[i]`` moved
+        to position ``i``: loops permuted within their runs (:meth:`intern_reordered`
+        of each), where every prefix of ``ids`` has the same steps' lengths (one layout).
+
+        Worked out a step at a time for all of them: each distinct step permuted once,
+        each level's children looked up and added as arrays (prefix by prefix, from the
+        root, this was 15% of GPT-3's run at batch 64, 64 tokens)."""
+        ids = np.asarray(ids, dtype=np.int64)
+        levels = self._steps_up(ids)
+        if levels is None:  # not one layout: prefix by prefix
+            return np.array(
+                [
+                    self.intern_reordered(tuple(self.prefix(q)[i] for i in src))
+                    for q in ids.tolist()
+                ],
+                dtype=np.int64,
+            )
+        out, at = np.zeros(len(ids), dtype=np.int64), 0
+        for steps in levels:
+            n = len(self._steps[int(steps[0])]) if len(steps) else 0
+            local = tuple(src[at + i] - at for i in range(n))
+            if local != tuple(range(n)):
+                distinct, inverse = np.unique(steps, return_inverse=True)
+                moved = [self._permuted_step(s, local) for s in distinct.tolist()]
+                steps = np.array(moved, dtype=np.int64)[inverse.ravel()]
+            out = self._children_of(out, steps)
+            at += n
+        return out
+
+    def _steps_up(self, ids: np.ndarray) -> list[np.ndarray] | None:
+        """The step ids of prefixes ``ids`` per level, root first, if they all have as
+        many steps, of the same lengths, level by level (else None)."""
+        lengths = np.frombuffer(self._step_length(), dtype=np.int64)
+        levels, q = [], ids
+        while len(q) and (q > 0).any():
+            if not (q > 0).all():
+                return None
+            q, steps = self.parents_and_steps(q)
+            if (lengths[steps] != lengths[steps[0]]).any():
+                return None
+            levels.append(steps)
+        return levels[::-1]
+
+    def _step_length(self) -> array:
+        """Entries per step id (grown as steps are added)."""
+        got = self.__dict__.setdefault("_lengths", array("q"))
+        got.extend(len(self._steps[k]) for k in range(len(got), len(self._steps)))
+        return got
+
+    def _permuted_step(self, step: int, local: tuple[int, ...]) -> int:
+        """The id of step ``step`` with its entry ``local[i]`` at position ``i``."""
+        entries = self._steps[step]
+        return self._step_id(tuple(entries[i] for i in local))
 
     def _intern_canonical(self, prefix: Prefix) -> int:
         """The id of ``prefix``, canonical and of typed entries: its steps from the root."""

@@ -138,8 +138,8 @@ def _expanded(res, ctx, interner, counter, members: np.ndarray, mask: list[int])
         _gap_options(res, ctx, j, m, spatial[j], (here[j], mids[j]), int(depth_top[j]))
         for j, m in enumerate(mask)
     ]
-    tokens = [interner.prefixes[s] for s in seqs.tolist()]
-    where = [q for q, t in enumerate(tokens[0]) if t.kind == LOOP]  # spatial ones too
+    layout = interner.prefixes[int(seqs[0])]  # every prefix of the rows has its layout
+    where = [q for q, t in enumerate(layout) if t.kind == LOOP]  # spatial ones too
     out = []
     for combo in itertools.product(*options):
         if all(o.canonical for o in combo):
@@ -148,11 +148,10 @@ def _expanded(res, ctx, interner, counter, members: np.ndarray, mask: list[int])
         ok = _fits(res, ctx, members, key_of, delta)
         if not ok.any():
             continue
-        src = _source([o[0].order for o in options], [o.order for o in combo], where, tokens[0])
+        src = _source([o[0].order for o in options], [o.order for o in combo], where, layout)
         ids = np.zeros(len(seqs), dtype=np.int64)
-        for u in np.unique(key_of[ok]).tolist():
-            t = tokens[u]
-            ids[u] = interner.intern_reordered(tuple(t[i] for i in src))
+        used = np.unique(key_of[ok])
+        ids[used] = interner.reordered(seqs[used], src)
         keys = key_of[ok]
         out.append(_Piece(members[ok], ids[keys], [(m, c, b[keys]) for m, c, b in delta]))
         counter.add(int(ok.sum()))
