@@ -4,93 +4,36 @@ different prefixes apart by them, and tables refer to their prefixes by them."""
 from __future__ import annotations
 
 from array import array
-from collections.abc import Callable, Sequence
-from itertools import chain
-from typing import Any
+from collections.abc import Sequence
 
 import numpy as np
 
-from .child_index import ChildIndex
 from .prefix import (
     BACK,
     LOOP,
-    MARK,
     Compatibility,
-    Entry,
     Prefix,
     as_entries,
     canonical,
-    has_hosting,
+)
+from .trie import (
+    GAP_OF_TWO,
+    LAST_LOOP,
+    LOOPS_STEP,
+    MARKED,
+    NODE_STEP,
+    SPLIT,
+    STEPS,
+    WIDE,
+    PrefixTrie,
+    step_kind,
 )
 
 
-class PrefixInterner:
-    """Integer ids for fused prefixes (id 0 is the empty prefix).
-
-    Kept as a trie, not as tuples: the check of several fused loops per rank variable
-    interns tens of millions of prefixes, nearly all partial ones no table keeps, and a
-    tuple and two dictionary entries per prefix took 450 bytes each (17 GB for GPT-3 at
-    batch 64). Each id records its parent's id and its *step*, the entries that lead
-    there: one entry that is not a loop, or a run of loops (a gap of the search). Every
-    prefix is stored along its maximal runs (:func:`_steps_of`), whichever way it was
-    built, so equal prefixes have equal ids; a prefix is rebuilt from its steps when
-    looked at (:attr:`prefixes`)."""
-
-    def __init__(self) -> None:
-        self.prefixes: Sequence[Prefix] = _Prefixes(self)  # (a renamed interner's: its own)
-        self._parent = array("q", [-1])
-        self._step = array("q", [-1])
-        self._flags = bytearray(1)  # per id: _MARKED, _GAP_OF_TWO, _SPLIT, _WIDE
-        self._vars = array("q", [0])  # per id: its loops' rank variables, one bit each
-        self._var_bits: dict[str, int] = {}
-        self._steps: list[Prefix] = []  # per step id: its typed entries
-        self._step_ids: dict[tuple, int] = {}  # entries (typed or plain) -> step id
-        # Per step: flags, vars, hosting mark?, last entry's kind (_LAST_*).
-        self._step_flags, self._step_vars = array("q"), array("q")
-        self._step_hosting, self._step_last = bytearray(), bytearray()
-        self._children: ChildIndex | None = ChildIndex()  # parent * STEPS + step -> id
-
-    def __len__(self) -> int:
-        return len(self._parent)
-
-    def __getstate__(self) -> dict:
-        # caches, and the children (rebuilt from the parents and steps when needed)
-        skip = ("_loops", "_settled", "_unmarked", "_children", "_step_ids", "_lengths")
-        return {k: v for k, v in self.__dict__.items() if k not in skip}
-
-    def __setstate__(self, state: dict) -> None:
-        self.__dict__.update(state)
-        self._children = None
-        self._step_ids = {step: k for k, step in enumerate(self._steps)}
-
-    def prefix(self, q: int) -> Prefix:
-        """The prefix of id ``q``, rebuilt from its steps."""
-        steps = []
-        while q > 0:
-            steps.append(self._steps[self._step[q]])
-            q = self._parent[q]
-        return tuple(chain.from_iterable(reversed(steps)))
-
-    def step_of(self, q: int) -> tuple[int, int, Prefix]:
-        """Id ``q``'s parent id, its step's id and entries (``q`` > 0): one entry that is
-        not a loop, or a run of loops."""
-        step = self._step[q]
-        return self._parent[q], step, self._steps[step]
-
-    def parents_and_steps(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Ids ``ids``' parent ids and step ids (``ids`` > 0), as arrays."""
-        ids = np.asarray(ids, dtype=np.int64)
-        parents = np.frombuffer(self._parent, dtype=np.int64)[ids]
-        return parents, np.frombuffer(self._step, dtype=np.int64)[ids]
-
-    def step_entries(self, step: int) -> Prefix:
-        """The entries of step id ``step`` (one entry that is not a loop, or a run of
-        loops)."""
-        return self._steps[step]
-
-    def step_count(self) -> int:
-        """How many step ids there are."""
-        return len(self._steps)
+class PrefixInterner(PrefixTrie):
+    """Integer ids for fused prefixes (id 0 is the empty prefix), kept in a
+    :class:`~.trie.PrefixTrie`: prefixes interned whole, extended a step at a time,
+    settled, unmarked and reordered, for one row or many at once."""
 
     def intern(self, prefix: tuple) -> int:
         """The id of ``prefix`` (new ids for new prefixes; see :func:`canonical`)."""
@@ -100,8 +43,8 @@ class PrefixInterner:
         """Whether each prefix of ``ids`` has two loops over one rank variable."""
         ids = np.asarray(ids, dtype=np.int64)
         flags = np.frombuffer(self._flags, dtype=np.uint8)[ids]
-        out = (flags & _SPLIT) > 0
-        for i in np.flatnonzero(flags & _WIDE).tolist():  # too many variables for the bits
+        out = (flags & SPLIT) > 0
+        for i in np.flatnonzero(flags & WIDE).tolist():  # too many variables for the bits
             out[i] = _split(self.prefixes[int(ids[i])])
         return out
 
@@ -116,64 +59,77 @@ class PrefixInterner:
         :data:`MARK` entries dropped when no gap (a run of loops between two nodes)
         holds two loops: such a row has one loop order, so where its loops lie around
         its own nodes no longer matters."""
-
-        def settle(q: int) -> int:
-            if self._flags[q] & (_MARKED | _GAP_OF_TWO) == _MARKED:
-                return self._unmark(q)
-            return q
-
-        return self._per_prefix("_settled", ids, settle)
+        ids = np.asarray(ids, dtype=np.int64)
+        flags = np.frombuffer(self._flags, dtype=np.uint8)[ids]
+        settle = (flags & (MARKED | GAP_OF_TWO)) == MARKED
+        out = ids.copy()
+        out[settle] = self.unmarked(ids[settle])
+        return out
 
     def unmarked(self, ids: np.ndarray) -> np.ndarray:
-        """The ids of prefixes ``ids`` without their :data:`MARK` entries."""
-        return self._per_prefix("_unmarked", ids, self._unmark)
+        """The ids of prefixes ``ids`` without their :data:`MARK` entries.
 
-    def _unmark(self, q: int) -> int:
-        """The id of prefix ``q`` without its :data:`MARK` entries, worked out from its
-        nearest ancestor's along the trie (a mark step leaves it as it was, a run of
-        loops right after another joins it in one step, another step extends it:
-        :meth:`_extended`, which keeps it canonical) and memoized per
-        id: the check of several fused loops per rank variable settles millions of
-        prefixes, each rebuilt and interned whole before (8% of GPT-3's QK check)."""
-        memo = self._memo("_unmarked", q + 1)
-        path = []
-        while self._flags[q] & _MARKED and memo[q] < 0:
-            path.append(q)
-            q = self._parent[q]
-        u = int(memo[q]) if self._flags[q] & _MARKED else q
-        for p in reversed(path):
-            step = self._step[p]
-            entries = self._steps[step]
-            kind = _step_kind(entries)
-            if kind == _LOOPS and u > 0 and self._step_last[self._step[u]] == _LAST_LOOP:
-                # loops after loops (a mark between them dropped): one run, one step
-                merged = self._steps[self._step[u]] + entries
-                u = self._child(self._parent[u], self._step_id(merged))
-            elif entries[0].kind != MARK:
-                u = self._extended(u, entries, kind, step)
-            memo[p] = u
-        return u
-
-    def _memo(self, name: str, size: int) -> np.ndarray:
-        """The memo ``name`` (one id per prefix id, -1: not yet), grown to hold ``size``
-        ids at least (a cache the workers do not send back)."""
-        memo = self.__dict__.get(name)
-        if memo is None or len(memo) < size:
-            grown = np.full(max(size, 2 * len(self.prefixes) + 16), -1, dtype=np.int64)
-            if memo is not None:
-                grown[: len(memo)] = memo
-            memo = self.__dict__[name] = grown
-        return memo
-
-    def _per_prefix(self, name: str, ids: np.ndarray, of: Callable[[int], int]) -> np.ndarray:
-        """``of(id)`` for each prefix id of ``ids``, memoized per id (``of`` may use and
-        grow the same memo)."""
+        Worked out from each one's nearest ancestor's along the trie, all of them a
+        level at a time (a mark step leaves it as it was, a run of loops right after
+        another joins it in one step, another step extends it, as arrays where it is
+        one step down: :meth:`_extended`), and memoized per id: the check of several
+        fused loops per rank variable settles millions of prefixes (one at a time, 11%
+        of GPT-3's QK check at batch 64)."""
         ids = np.asarray(ids, dtype=np.int64)
-        memo = self._memo(name, len(self.prefixes))
-        for q in np.unique(ids[memo[ids] < 0]).tolist():
-            got = of(q)
-            self.__dict__[name][q] = got
-        return self.__dict__[name][ids]
+        marked = (np.frombuffer(self._flags, dtype=np.uint8)[ids] & MARKED) > 0
+        todo = self._unworked_marked(np.unique(ids[marked]))
+        while len(todo):  # a level: the ids whose parents are worked out
+            parents = np.frombuffer(self._parent, dtype=np.int64)[todo]
+            waiting = self._unmarked_of(parents) < 0
+            self._memo("_unmarked", len(self))[todo[~waiting]] = self._unmark_steps(
+                todo[~waiting], self._unmarked_of(parents[~waiting])
+            )
+            todo = todo[waiting]
+        out = ids.copy()
+        out[marked] = self._unmarked_of(ids[marked])
+        return out
+
+    def _unmarked_of(self, ids: np.ndarray) -> np.ndarray:
+        """Each id unmarked: itself if it holds no mark, else its memo (-1: not yet)."""
+        marked = (np.frombuffer(self._flags, dtype=np.uint8)[ids] & MARKED) > 0
+        return np.where(marked, self._memo("_unmarked", len(self))[ids], ids)
+
+    def _unworked_marked(self, ids: np.ndarray) -> np.ndarray:
+        """Marked ids of ``ids`` and of their ancestors whose unmarked id is not known."""
+        found, frontier = [], ids[self._unmarked_of(ids) < 0]
+        while len(frontier):
+            found.append(frontier)
+            parents = np.frombuffer(self._parent, dtype=np.int64)[frontier]
+            frontier = np.unique(parents[self._unmarked_of(parents) < 0])
+        return np.unique(np.concatenate(found)) if found else ids[:0]
+
+    def _unmark_steps(self, ids: np.ndarray, under: np.ndarray) -> np.ndarray:
+        """The unmarked ids of ``ids``, whose parents' unmarked ids are ``under``."""
+        _, steps = self.parents_and_steps(ids)
+        distinct, inverse = np.unique(steps, return_inverse=True)
+        kinds = [step_kind(self._steps[k]) for k in distinct.tolist()]
+        kind = np.array(kinds, dtype=np.int64)[inverse.ravel()]
+        mark = (kind == NODE_STEP) & (
+            (np.frombuffer(self._step_flags, dtype=np.int64)[steps] & MARKED) > 0
+        )
+        last = np.frombuffer(self._step_last, dtype=np.uint8)[
+            np.frombuffer(self._step, dtype=np.int64)[under]
+        ]
+        join = (kind == LOOPS_STEP) & (under > 0) & (last == LAST_LOOP)
+        out = under.copy()  # a mark step: as its parent
+        if join.any():  # loops after loops (a mark between them dropped): one run, one step
+            grand, above = self.parents_and_steps(under[join])
+            pairs, which = np.unique(above * STEPS + steps[join], return_inverse=True)
+            merged = [self._step_id(self._steps[a // STEPS] + self._steps[a % STEPS])
+                      for a in pairs.tolist()]  # fmt: skip
+            out[join] = self._children_of(grand, np.array(merged, dtype=np.int64)[which.ravel()])
+        rest = np.flatnonzero(~mark & ~join)
+        one = self._one_step(under[rest], kind[rest], steps[rest])
+        out[rest[one]] = self._children_of(under[rest[one]], steps[rest[one]])
+        for i in rest[~one].tolist():
+            s = int(steps[i])
+            out[i] = self._extended(int(under[i]), self._steps[s], int(kind[i]), s)
+        return out
 
     def intern_reordered(self, prefix: tuple) -> int:
         """The id of ``prefix``, an interned prefix with loops permuted in place (its
@@ -235,39 +191,6 @@ class PrefixInterner:
         entries = self._steps[step]
         return self._step_id(tuple(entries[i] for i in local))
 
-    def _intern_canonical(self, prefix: Prefix) -> int:
-        """The id of ``prefix``, canonical and of typed entries: its steps from the root."""
-        q = 0
-        for entries in _steps_of(prefix):
-            q = self._child(q, self._step_id(entries))
-        return q
-
-    def _step_id(self, entries: tuple) -> int:
-        got = self._step_ids.get(entries)
-        if got is None:
-            typed = as_entries(entries)
-            got = self._step_ids[entries] = len(self._steps)
-            flags = _MARKED if any(e.kind == MARK for e in typed) else 0
-            if _has_gap_of_two(typed):  # steps are maximal runs: a gap of two
-                flags |= _GAP_OF_TWO
-            bits = 0
-            for e in typed:
-                if e.kind == LOOP:
-                    bit = 1 << self._var_bits.setdefault(e.var, len(self._var_bits))
-                    flags |= _SPLIT if bits & bit else 0
-                    bits |= bit
-            if bits >= 1 << 62:  # past the bits of an integer: worked out from the prefix
-                flags, bits = flags | _WIDE, 0
-            self._steps.append(typed)
-            self._step_flags.append(flags)
-            self._step_vars.append(bits)
-            self._step_hosting.append(has_hosting(typed))
-            last = typed[-1].kind
-            self._step_last.append(
-                _LAST_LOOP if last == LOOP else _LAST_BACK if last == BACK else 0
-            )
-        return got
-
     def extend(self, ids: np.ndarray, entries: list[tuple], which: np.ndarray):
         """New ids: prefix ``ids[r]`` followed by the entries ``entries[which[r]]`` for
         every row r."""
@@ -276,7 +199,7 @@ class PrefixInterner:
         # One integer per (prefix, entries) pair: a 1-D unique is far faster than axis=0.
         uniq, inverse = np.unique(ids * len(entries) + which, return_inverse=True)
         parents, chosen = np.divmod(uniq, len(entries))
-        kinds = [_step_kind(x) for x in entries]
+        kinds = [step_kind(x) for x in entries]
         steps = [self._step_id(x) if k else -1 for x, k in zip(entries, kinds, strict=True)]
         step = np.array(steps, dtype=np.int64)[chosen]
         new = parents.copy()  # no entries: the prefix itself
@@ -290,83 +213,6 @@ class PrefixInterner:
             w = int(chosen[i])
             new[i] = self._extended(int(parents[i]), entries[w], kinds[w], steps[w])
         return new[inverse.ravel()]
-
-    def _one_step(self, parents: np.ndarray, kinds: np.ndarray, steps: np.ndarray) -> np.ndarray:
-        """Whether each prefix ``parents`` followed by its step (of ``kinds``; -1: none)
-        is one step down that keeps it canonical (see :meth:`_extended`)."""
-        if not self._steps:
-            return np.zeros(len(parents), dtype=bool)
-        own = np.frombuffer(self._step, dtype=np.int64)[parents]
-        last = np.frombuffer(self._step_last, dtype=np.uint8)[np.maximum(own, 0)]
-        last = np.where(parents > 0, last, 0)
-        hosting = np.frombuffer(self._step_hosting, dtype=np.uint8)[np.maximum(steps, 0)]
-        one = (kinds == _NODE) | ((kinds == _LOOPS) & (last != _LAST_LOOP))
-        return one & ((hosting == 0) | (last != _LAST_BACK)) & (steps >= 0)
-
-    def _children_of(self, parents: np.ndarray, steps: np.ndarray) -> np.ndarray:
-        """:meth:`_child` of each (parent, step) pair, new ids given in the pairs' order."""
-        keys = parents * _STEPS + steps
-        uniq, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
-        got = self._index().find(uniq)
-        new = np.flatnonzero(got < 0)
-        if len(new):
-            new = new[np.argsort(first[new], kind="stable")]  # in the pairs' order
-            got[new] = len(self._parent) + np.arange(len(new))
-            self._append(uniq[new] // _STEPS, uniq[new] % _STEPS)
-            fresh = np.sort(new)  # uniq is sorted
-            self._index().add(uniq[fresh], got[fresh])
-        return got[inverse.ravel()]
-
-    def _append(self, parents: np.ndarray, steps: np.ndarray) -> None:
-        """New ids for prefixes ``parents`` followed by steps ``steps`` (the arrays'
-        buffers are read through views that end with each expression, so they may grow
-        after)."""
-        flags = np.frombuffer(self._flags, dtype=np.uint8)[parents].astype(np.int64)
-        above = np.frombuffer(self._vars, dtype=np.int64)[parents]
-        bits = np.frombuffer(self._step_vars, dtype=np.int64)[steps]
-        flags |= np.frombuffer(self._step_flags, dtype=np.int64)[steps]
-        flags |= np.where(above & bits, _SPLIT, 0)
-        self._parent.frombytes(parents.astype(np.int64).tobytes())
-        self._step.frombytes(steps.astype(np.int64).tobytes())
-        self._flags += flags.astype(np.uint8).tobytes()
-        self._vars.frombytes((above | bits).tobytes())
-
-    def _index(self) -> ChildIndex:
-        """The children, rebuilt from the parents and steps after unpickling."""
-        if self._children is None:
-            parents = np.frombuffer(self._parent, dtype=np.int64)[1:]
-            steps = np.frombuffer(self._step, dtype=np.int64)[1:]
-            ids = np.arange(1, len(self._parent), dtype=np.int64)
-            self._children = ChildIndex.of(parents * _STEPS + steps, ids)
-        return self._children
-
-    def _extended(self, parent: int, entries: tuple, kind: int, step: int) -> int:
-        """The id of prefix ``parent`` followed by ``entries``: one step down when they
-        are one (a run of loops after a node, or one node) and the prefix stays
-        canonical (:func:`canonical`), else the whole prefix interned again."""
-        if not entries:
-            return parent
-        last = self._step_last[self._step[parent]] if parent else 0
-        one_step = kind == _NODE or (kind == _LOOPS and last != _LAST_LOOP)
-        # Canonical still: no hosting mark, or one that starts a run of backing nodes.
-        if one_step and (not self._step_hosting[step] or last != _LAST_BACK):
-            return self._child(parent, step)
-        return self.intern(self.prefix(parent) + tuple(entries))
-
-    def _child(self, parent: int, step: int) -> int:
-        """The id of prefix ``parent`` followed by step ``step`` (new if not seen)."""
-        key = parent * _STEPS + step
-        got = self._index().get(key)
-        if got is None:
-            got = len(self._parent)
-            self._parent.append(parent)
-            self._step.append(step)
-            flags, bits = self._step_flags[step], self._step_vars[step]
-            above = self._vars[parent]
-            self._flags.append(self._flags[parent] | flags | (_SPLIT if above & bits else 0))
-            self._vars.append(above | bits)
-            self._index().add_one(key, got)
-        return got
 
     def compatibility(
         self, seq: int, shared: frozenset[str], top: dict[str, str]
@@ -389,81 +235,15 @@ class PrefixInterner:
         return sum(1 for e in prefix[:last] if e.kind == LOOP)
 
 
-_STEPS = 1 << 32
-"""Step ids stay below it (a key per parent and step)."""
-
-_NODE, _LOOPS = 1, 2
-
 BATCH_FROM = 64
 """Pairs of an :meth:`PrefixInterner.extend` from which they are looked up and added as
 arrays (fewer: one at a time, cheaper than the arrays' overhead)."""
-
-_LAST_LOOP, _LAST_BACK = 1, 2
-"""A step's last entry: a loop, a backing node (0: another node)."""
-
-_MARKED, _GAP_OF_TWO, _SPLIT, _WIDE = 1, 2, 4, 8
-"""Flags of a prefix: it holds a :data:`MARK`; one of its gaps holds two loops; two of
-its loops share a rank variable; it has too many variables for :attr:`_vars`."""
 
 
 def _split(prefix: Prefix) -> bool:
     """Whether ``prefix`` has two loops over one rank variable."""
     loops = [e.var for e in prefix if e.kind == LOOP]
     return len(set(loops)) < len(loops)
-
-
-def _step_kind(entries: tuple) -> int:
-    """:data:`_NODE` for one entry that is not a loop, :data:`_LOOPS` for a run of
-    loops, 0 otherwise (empty, or mixed)."""
-    if len(entries) == 1 and entries[0][0] != LOOP:
-        return _NODE
-    if entries and all(e[0] == LOOP for e in entries):
-        return _LOOPS
-    return 0
-
-
-def _steps_of(prefix: Prefix) -> list[Prefix]:
-    """A prefix cut into its steps: each entry that is not a loop alone, each maximal
-    run of loops together."""
-    out: list[Prefix] = []
-    run: list[Entry] = []
-    for e in prefix:
-        if e.kind == LOOP:
-            run.append(e)
-            continue
-        if run:
-            out.append(tuple(run))
-            run = []
-        out.append((e,))
-    if run:
-        out.append(tuple(run))
-    return out
-
-
-class _Prefixes(Sequence):
-    """An interner's prefixes by id, each rebuilt from its steps when looked at."""
-
-    def __init__(self, interner: PrefixInterner) -> None:
-        self._interner = interner
-
-    def __len__(self) -> int:
-        return len(self._interner)
-
-    def __getitem__(self, i: Any) -> Any:
-        if isinstance(i, slice):
-            return [self._interner.prefix(k) for k in range(*i.indices(len(self)))]
-        if not -len(self) <= i < len(self):
-            raise IndexError(i)
-        return self._interner.prefix(int(i) % len(self))
-
-
-def _has_gap_of_two(prefix: Prefix) -> bool:
-    run = 0
-    for e in prefix:
-        run = run + 1 if e.kind == LOOP else 0
-        if run >= 2:
-            return True
-    return False
 
 
 class ForgetfulInterner(PrefixInterner):

@@ -1,0 +1,289 @@
+"""The trie the prefix interner (:mod:`.interner`) keeps its prefixes in: per id its
+parent's id and its step, per step id its entries and flags, and the children looked up
+and added one at a time or as arrays."""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Callable, Sequence
+from itertools import chain
+from typing import Any
+
+import numpy as np
+
+from .child_index import ChildIndex
+from .prefix import (
+    BACK,
+    LOOP,
+    MARK,
+    Entry,
+    Prefix,
+    as_entries,
+    canonical,
+    has_hosting,
+)
+
+
+class PrefixTrie:
+    """Integer ids for fused prefixes (id 0 is the empty prefix).
+
+    Kept as a trie, not as tuples: the check of several fused loops per rank variable
+    interns tens of millions of prefixes, nearly all partial ones no table keeps, and a
+    tuple and two dictionary entries per prefix took 450 bytes each (17 GB for GPT-3 at
+    batch 64). Each id records its parent's id and its *step*, the entries that lead
+    there: one entry that is not a loop, or a run of loops (a gap of the search). Every
+    prefix is stored along its maximal runs (:func:`steps_of`), whichever way it was
+    built, so equal prefixes have equal ids; a prefix is rebuilt from its steps when
+    looked at (:attr:`prefixes`)."""
+
+    def __init__(self) -> None:
+        self.prefixes: Sequence[Prefix] = _Prefixes(self)  # (a renamed interner's: its own)
+        self._parent = array("q", [-1])
+        self._step = array("q", [-1])
+        self._flags = bytearray(1)  # per id: MARKED, GAP_OF_TWO, SPLIT, WIDE
+        self._vars = array("q", [0])  # per id: its loops' rank variables, one bit each
+        self._var_bits: dict[str, int] = {}
+        self._steps: list[Prefix] = []  # per step id: its typed entries
+        self._step_ids: dict[tuple, int] = {}  # entries (typed or plain) -> step id
+        # Per step: flags, vars, hosting mark?, last entry's kind (_LAST_*).
+        self._step_flags, self._step_vars = array("q"), array("q")
+        self._step_hosting, self._step_last = bytearray(), bytearray()
+        self._children: ChildIndex | None = ChildIndex()  # parent * STEPS + step -> id
+
+    def __len__(self) -> int:
+        return len(self._parent)
+
+    def __getstate__(self) -> dict:
+        # caches, and the children (rebuilt from the parents and steps when needed)
+        skip = ("_loops", "_unmarked", "_children", "_step_ids", "_lengths")
+        return {k: v for k, v in self.__dict__.items() if k not in skip}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._children = None
+        self._step_ids = {step: k for k, step in enumerate(self._steps)}
+
+    def prefix(self, q: int) -> Prefix:
+        """The prefix of id ``q``, rebuilt from its steps."""
+        steps = []
+        while q > 0:
+            steps.append(self._steps[self._step[q]])
+            q = self._parent[q]
+        return tuple(chain.from_iterable(reversed(steps)))
+
+    def step_of(self, q: int) -> tuple[int, int, Prefix]:
+        """Id ``q``'s parent id, its step's id and entries (``q`` > 0): one entry that is
+        not a loop, or a run of loops."""
+        step = self._step[q]
+        return self._parent[q], step, self._steps[step]
+
+    def parents_and_steps(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Ids ``ids``' parent ids and step ids (``ids`` > 0), as arrays."""
+        ids = np.asarray(ids, dtype=np.int64)
+        parents = np.frombuffer(self._parent, dtype=np.int64)[ids]
+        return parents, np.frombuffer(self._step, dtype=np.int64)[ids]
+
+    def step_entries(self, step: int) -> Prefix:
+        """The entries of step id ``step`` (one entry that is not a loop, or a run of
+        loops)."""
+        return self._steps[step]
+
+    def step_count(self) -> int:
+        """How many step ids there are."""
+        return len(self._steps)
+
+    def _memo(self, name: str, size: int) -> np.ndarray:
+        """The memo ``name`` (one id per prefix id, -1: not yet), grown to hold ``size``
+        ids at least (a cache the workers do not send back)."""
+        memo = self.__dict__.get(name)
+        if memo is None or len(memo) < size:
+            grown = np.full(max(size, 2 * len(self.prefixes) + 16), -1, dtype=np.int64)
+            if memo is not None:
+                grown[: len(memo)] = memo
+            memo = self.__dict__[name] = grown
+        return memo
+
+    def _per_prefix(self, name: str, ids: np.ndarray, of: Callable[[int], int]) -> np.ndarray:
+        """``of(id)`` for each prefix id of ``ids``, memoized per id (``of`` may use and
+        grow the same memo)."""
+        ids = np.asarray(ids, dtype=np.int64)
+        memo = self._memo(name, len(self.prefixes))
+        for q in np.unique(ids[memo[ids] < 0]).tolist():
+            got = of(q)
+            self.__dict__[name][q] = got
+        return self.__dict__[name][ids]
+
+    def _intern_canonical(self, prefix: Prefix) -> int:
+        """The id of ``prefix``, canonical and of typed entries: its steps from the root."""
+        q = 0
+        for entries in steps_of(prefix):
+            q = self._child(q, self._step_id(entries))
+        return q
+
+    def _step_id(self, entries: tuple) -> int:
+        got = self._step_ids.get(entries)
+        if got is None:
+            typed = as_entries(entries)
+            got = self._step_ids[entries] = len(self._steps)
+            flags = MARKED if any(e.kind == MARK for e in typed) else 0
+            if _has_gap_of_two(typed):  # steps are maximal runs: a gap of two
+                flags |= GAP_OF_TWO
+            bits = 0
+            for e in typed:
+                if e.kind == LOOP:
+                    bit = 1 << self._var_bits.setdefault(e.var, len(self._var_bits))
+                    flags |= SPLIT if bits & bit else 0
+                    bits |= bit
+            if bits >= 1 << 62:  # past the bits of an integer: worked out from the prefix
+                flags, bits = flags | WIDE, 0
+            self._steps.append(typed)
+            self._step_flags.append(flags)
+            self._step_vars.append(bits)
+            self._step_hosting.append(has_hosting(typed))
+            last = typed[-1].kind
+            self._step_last.append(LAST_LOOP if last == LOOP else LAST_BACK if last == BACK else 0)
+        return got
+
+    def _one_step(self, parents: np.ndarray, kinds: np.ndarray, steps: np.ndarray) -> np.ndarray:
+        """Whether each prefix ``parents`` followed by its step (of ``kinds``; -1: none)
+        is one step down that keeps it canonical (see :meth:`_extended`)."""
+        if not self._steps:
+            return np.zeros(len(parents), dtype=bool)
+        own = np.frombuffer(self._step, dtype=np.int64)[parents]
+        last = np.frombuffer(self._step_last, dtype=np.uint8)[np.maximum(own, 0)]
+        last = np.where(parents > 0, last, 0)
+        hosting = np.frombuffer(self._step_hosting, dtype=np.uint8)[np.maximum(steps, 0)]
+        one = (kinds == NODE_STEP) | ((kinds == LOOPS_STEP) & (last != LAST_LOOP))
+        return one & ((hosting == 0) | (last != LAST_BACK)) & (steps >= 0)
+
+    def _children_of(self, parents: np.ndarray, steps: np.ndarray) -> np.ndarray:
+        """:meth:`_child` of each (parent, step) pair, new ids given in the pairs' order."""
+        keys = parents * STEPS + steps
+        uniq, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+        got = self._index().find(uniq)
+        new = np.flatnonzero(got < 0)
+        if len(new):
+            new = new[np.argsort(first[new], kind="stable")]  # in the pairs' order
+            got[new] = len(self._parent) + np.arange(len(new))
+            self._append(uniq[new] // STEPS, uniq[new] % STEPS)
+            fresh = np.sort(new)  # uniq is sorted
+            self._index().add(uniq[fresh], got[fresh])
+        return got[inverse.ravel()]
+
+    def _append(self, parents: np.ndarray, steps: np.ndarray) -> None:
+        """New ids for prefixes ``parents`` followed by steps ``steps`` (the arrays'
+        buffers are read through views that end with each expression, so they may grow
+        after)."""
+        flags = np.frombuffer(self._flags, dtype=np.uint8)[parents].astype(np.int64)
+        above = np.frombuffer(self._vars, dtype=np.int64)[parents]
+        bits = np.frombuffer(self._step_vars, dtype=np.int64)[steps]
+        flags |= np.frombuffer(self._step_flags, dtype=np.int64)[steps]
+        flags |= np.where(above & bits, SPLIT, 0)
+        self._parent.frombytes(parents.astype(np.int64).tobytes())
+        self._step.frombytes(steps.astype(np.int64).tobytes())
+        self._flags += flags.astype(np.uint8).tobytes()
+        self._vars.frombytes((above | bits).tobytes())
+
+    def _index(self) -> ChildIndex:
+        """The children, rebuilt from the parents and steps after unpickling."""
+        if self._children is None:
+            parents = np.frombuffer(self._parent, dtype=np.int64)[1:]
+            steps = np.frombuffer(self._step, dtype=np.int64)[1:]
+            ids = np.arange(1, len(self._parent), dtype=np.int64)
+            self._children = ChildIndex.of(parents * STEPS + steps, ids)
+        return self._children
+
+    def _extended(self, parent: int, entries: tuple, kind: int, step: int) -> int:
+        """The id of prefix ``parent`` followed by ``entries``: one step down when they
+        are one (a run of loops after a node, or one node) and the prefix stays
+        canonical (:func:`canonical`), else the whole prefix interned again."""
+        if not entries:
+            return parent
+        last = self._step_last[self._step[parent]] if parent else 0
+        one_step = kind == NODE_STEP or (kind == LOOPS_STEP and last != LAST_LOOP)
+        # Canonical still: no hosting mark, or one that starts a run of backing nodes.
+        if one_step and (not self._step_hosting[step] or last != LAST_BACK):
+            return self._child(parent, step)
+        return self._intern_canonical(canonical(self.prefix(parent) + tuple(entries)))
+
+    def _child(self, parent: int, step: int) -> int:
+        """The id of prefix ``parent`` followed by step ``step`` (new if not seen)."""
+        key = parent * STEPS + step
+        got = self._index().get(key)
+        if got is None:
+            got = len(self._parent)
+            self._parent.append(parent)
+            self._step.append(step)
+            flags, bits = self._step_flags[step], self._step_vars[step]
+            above = self._vars[parent]
+            self._flags.append(self._flags[parent] | flags | (SPLIT if above & bits else 0))
+            self._vars.append(above | bits)
+            self._index().add_one(key, got)
+        return got
+
+
+STEPS = 1 << 32
+"""Step ids stay below it (a key per parent and step)."""
+
+NODE_STEP, LOOPS_STEP = 1, 2
+
+LAST_LOOP, LAST_BACK = 1, 2
+"""A step's last entry: a loop, a backing node (0: another node)."""
+
+MARKED, GAP_OF_TWO, SPLIT, WIDE = 1, 2, 4, 8
+"""Flags of a prefix: it holds a :data:`MARK`; one of its gaps holds two loops; two of
+its loops share a rank variable; it has too many variables for :attr:`_vars`."""
+
+
+def step_kind(entries: tuple) -> int:
+    """:data:`NODE_STEP` for one entry that is not a loop, :data:`LOOPS_STEP` for a run of
+    loops, 0 otherwise (empty, or mixed)."""
+    if len(entries) == 1 and entries[0][0] != LOOP:
+        return NODE_STEP
+    if entries and all(e[0] == LOOP for e in entries):
+        return LOOPS_STEP
+    return 0
+
+
+def steps_of(prefix: Prefix) -> list[Prefix]:
+    """A prefix cut into its steps: each entry that is not a loop alone, each maximal
+    run of loops together."""
+    out: list[Prefix] = []
+    run: list[Entry] = []
+    for e in prefix:
+        if e.kind == LOOP:
+            run.append(e)
+            continue
+        if run:
+            out.append(tuple(run))
+            run = []
+        out.append((e,))
+    if run:
+        out.append(tuple(run))
+    return out
+
+
+class _Prefixes(Sequence):
+    """An interner's prefixes by id, each rebuilt from its steps when looked at."""
+
+    def __init__(self, interner: PrefixTrie) -> None:
+        self._interner = interner
+
+    def __len__(self) -> int:
+        return len(self._interner)
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return [self._interner.prefix(k) for k in range(*i.indices(len(self)))]
+        if not -len(self) <= i < len(self):
+            raise IndexError(i)
+        return self._interner.prefix(int(i) % len(self))
+
+
+def _has_gap_of_two(prefix: Prefix) -> bool:
+    run = 0
+    for e in prefix:
+        run = run + 1 if e.kind == LOOP else 0
+        if run >= 2:
+            return True
+    return False
