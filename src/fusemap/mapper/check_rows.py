@@ -197,13 +197,23 @@ class KeyedRows:
         keep = self.cut.keeps(result.energy, result.latency) & interner.splits_a_variable(ids)[at]
         if not keep.any():
             return keep, key_at, []
-        if self._keys is None or self._keys.interner is not interner:
-            self._keys = OrderFreeKeys(interner, *self.sharing)
+        keys = self._order_free(interner)
         used = np.flatnonzero(np.bincount(at[keep], minlength=len(ids)))
         of_id = np.full(len(ids), -1, dtype=np.int64)
-        of_id[used] = self._keys.indices(ids[used])
+        of_id[used] = keys.indices(ids[used])
         key_at[keep] = of_id[at[keep]]
-        return keep, key_at, self._keys.keys
+        return keep, key_at, keys.keys
+
+    def _order_free(self, interner: PrefixInterner) -> OrderFreeKeys:
+        """The order-free keys of ``interner``'s prefixes (one per search)."""
+        if self._keys is None or self._keys.interner is not interner:
+            self._keys = OrderFreeKeys(interner, *self.sharing)
+        return self._keys
+
+    def prefix_raise(self, ids: np.ndarray, interner: PrefixInterner) -> np.ndarray:
+        """Per complete prefix id, what :meth:`kept_rows` asks of its rows beyond the
+        cut: +inf where the prefix splits no variable (none is kept), else 0."""
+        return np.where(interner.splits_a_variable(ids), 0.0, np.inf)
 
 
 class FirstSearch(KeyedRows):
@@ -248,15 +258,34 @@ class JoinableRows(KeyedRows):
         keep, key_at, keys = self.kept_rows(result, interner)
         if not keys:
             return keep
-        if keys is not self._source:
-            self._source, self._more, self._allowed = keys, self._more[:0], self._allowed[:0]
-        if len(keys) > len(self._allowed):  # only the keys new since the last result
-            more, allowed = _excess(keys[len(self._allowed) :], self.extra)
-            self._more = np.concatenate([self._more, more])
-            self._allowed = np.concatenate([self._allowed, allowed])
+        self._number(keys)
         rows = np.flatnonzero(keep)
         at = key_at[rows]
         energy = result.energy[rows] + self._more[at, 0]
         latency = result.latency[rows] + self._more[at, 1]
         keep[rows] = self._allowed[at] & self.cut.keeps(energy, latency)
         return keep
+
+    def _number(self, keys: list[RowKey]) -> None:
+        """Each key's excess and whether it has one, for the keys new since the last
+        call (``keys``: one growing list)."""
+        if keys is not self._source:
+            self._source, self._more, self._allowed = keys, self._more[:0], self._allowed[:0]
+        if len(keys) > len(self._allowed):
+            more, allowed = _excess(keys[len(self._allowed) :], self.extra)
+            self._more = np.concatenate([self._more, more])
+            self._allowed = np.concatenate([self._allowed, allowed])
+
+    def prefix_raise(self, ids: np.ndarray, interner: PrefixInterner) -> np.ndarray:
+        """Per complete prefix id, what its rows must add: +inf where the prefix splits
+        no variable or its order-free key may not join, else the energy the other
+        Einsums cost beyond their least with that key."""
+        out = super().prefix_raise(ids, interner)
+        split = np.flatnonzero(np.isfinite(out))
+        if not len(split):
+            return out
+        keys = self._order_free(interner)
+        at = keys.indices(ids[split])
+        self._number(keys.keys)
+        out[split] = np.where(self._allowed[at], self._more[at, 0], np.inf)
+        return out

@@ -98,6 +98,8 @@ def generate_pmappings(
     temps, skipped = _chosen_templates(given, only)
     search = EinsumSearch.of(info, workload, arch, config, objective, prune)
     tilers, variants = search.tilers(temps, ceiling, self_bound)
+    for t in tilers:  # rows of no use end at their deepest fused node
+        t.prefix_raise = getattr(useful, "prefix_raise", None)
     if full_floors:  # each twin right after its template: their fronts are alive together
         tilers, variants = with_relaxed_twins(tilers, variants, objective == "energy")
     if fronts is not None:

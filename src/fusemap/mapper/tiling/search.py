@@ -9,6 +9,7 @@ from typing import Protocol
 
 import numpy as np
 
+from ..space.prefix import BackingEntry
 from . import uneven_suffix
 from .front_floor import FrontFloor
 from .fronts import FrontStore
@@ -170,6 +171,8 @@ class _SharedSearch:
             for i in group:  # identical prefixes all the way down: one template each
                 self.finished(i, self.tilers[i].finish(_own(self.tilers[i], stages)))
             return
+        if j == first.p_max and stages and first.prefix_raise is not None and not first.relaxed:
+            stages = stages[:-1] + [self._of_use(group, j, stages[-1])]
         group = self._below_fused_nodes(group, j, stages)
         forks: dict[tuple, list[int]] = {}
         for i in group:
@@ -188,6 +191,23 @@ class _SharedSearch:
                     self.finished(i, self.tilers[i].finish(stages + [st]))
                 continue
             self.descend(members, j + 1, stages + [st])
+
+    def _of_use(self, group: list[int], j: int, prev: Stage) -> Stage:
+        """The rows of ``prev`` entering the deepest fused node ``j`` (shared by
+        ``group``: their stages agree down to it, so do their fused nodes) whose
+        complete prefix leaves their energy so far room under a member's ceiling
+        (:attr:`TemplateTiler.prefix_raise`): the others end here, before the nodes
+        below. Exact: the raise of a prefix is what every row with it adds at least,
+        and rows of one prefix are pruned only among themselves."""
+        tiler = self.tilers[group[0]]
+        assert prev.seq is not None and tiler.prefix_raise is not None
+        holder = tiler.t.holders[j]
+        entry = BackingEntry.of(holder.tensor, holder.component)
+        ids, at = np.unique(prev.seq, return_inverse=True)
+        ids = tiler.interner.extend(ids, [(entry,)], np.zeros(len(ids), dtype=np.int64))
+        raised = tiler.prefix_raise(tiler.interner.settled(ids), tiler.interner)[at.ravel()]
+        ceiling = max(b[1] for b in self._ceilings(group, j))
+        return prev.take(np.isfinite(raised) & (prev.crit[:, 0] + raised <= ceiling))
 
     def _below_fused_nodes(self, group: list[int], j: int, stages: list[Stage]) -> list[int]:
         """Finish the templates of ``group`` whose deepest fused node is node ``j`` and
