@@ -97,9 +97,7 @@ def generate_pmappings(
         given = _templates(info, workload, arch, config)
     temps, skipped = _chosen_templates(given, only)
     search = EinsumSearch.of(info, workload, arch, config, objective, prune)
-    tilers, variants = search.tilers(temps, ceiling, self_bound)
-    for t in tilers:  # rows of no use end at their deepest fused node
-        t.prefix_raise = getattr(useful, "prefix_raise", None)
+    tilers, variants = search.tilers(temps, ceiling, self_bound, useful)
     if full_floors:  # each twin right after its template: their fronts are alive together
         tilers, variants = with_relaxed_twins(tilers, variants, objective == "energy")
     if fronts is not None:
@@ -218,10 +216,11 @@ class EinsumSearch:
         )
 
     def tilers(
-        self, temps: list[Template], ceiling: float, self_bound: float | None
+        self, temps: list[Template], ceiling: float, self_bound: float | None, useful=None
     ) -> tuple[list[TemplateTiler], set[int]]:
         """One tiler per template, and for a template that fuses nothing one more per
-        amount the Einsum may host; the indices of those searched only if needed."""
+        amount the Einsum may host; the indices of those searched only if needed. Rows
+        of no use to ``useful`` end at their deepest fused node (its ``prefix_raise``)."""
         amounts = self.amounts
         tilers = []
         variants: set[int] = set()  # fuse nothing, something held beside them, energy only
@@ -235,6 +234,7 @@ class EinsumSearch:
                         variants.add(len(tilers) - 1)
         for t in tilers:
             t.ceiling = ceiling
+            t.prefix_raise = getattr(useful, "prefix_raise", None)
             if self_bound is not None and not t.alone:
                 t.bounded_by_least, t.least_slack = True, self_bound
         return tilers, variants

@@ -50,8 +50,7 @@ RowBound = Callable[[np.ndarray, np.ndarray], np.ndarray]
 """Which rows (tile shapes above the next node, energy so far) may still be of use."""
 
 PrefixRaise = Callable[[np.ndarray, PrefixInterner], np.ndarray]
-"""Per fused prefix id (complete: its deepest fused node reached), energy its rows
-must add to what they spend and still be of use (+inf: none is)."""
+"""Per complete fused prefix id, the energy its rows add at least (+inf: of no use)."""
 
 
 class _Entering(NamedTuple):
@@ -99,10 +98,7 @@ class TemplateTiler:
         :func:`fusemap.mapper.pmappings.generate.generate_pmappings`'s ``self_bound``)."""
         self.ceiling = np.inf
         """Energy above which a row is of no use (branch and bound; set by the caller)."""
-        self.prefix_raise: PrefixRaise | None = None
-        """Per complete fused prefix, the energy its rows must leave room for below the
-        ceiling (+inf: none of them is of use; set by the caller, see
-        :meth:`fusemap.mapper.tiling.search._SharedSearch.descend`)."""
+        self.prefix_raise: PrefixRaise | None = None  # set by the caller (search._of_use)
         self.once = config.fused_loops_once and not self.relaxed
         self.reservations_are_objectives = reservations_are_objectives
         # Fusion: memories where another Einsum's reservations may be live at the same
