@@ -3,7 +3,10 @@ does) are the ids of the whole prefixes in canonical form, hosting marks include
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -71,9 +74,27 @@ def test_marks_stay_only_where_a_gap_holds_two_loops():
     assert p.loop_counts(np.array([both_above, split, 0])).tolist() == [2, 2, 0]
 
 
+@contextmanager
+def arrays_from(n: int):
+    """Batches of at least ``n`` ids worked out as arrays (0: all of them), inside."""
+    from fusemap.mapper.space import interner
+
+    before, interner.BATCH_FROM = interner.BATCH_FROM, n
+    try:
+        yield
+    finally:
+        interner.BATCH_FROM = before
+
+
+@pytest.mark.parametrize("batch_from", [0, 64])
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.sampled_from([M_, N_, A_, C_, W_, ("back", HOSTING, "GB")]), max_size=8))
-def test_unmarked_is_the_prefix_without_marks(tokens):
+def test_unmarked_is_the_prefix_without_marks(batch_from, tokens):
+    with arrays_from(batch_from):
+        _unmarked_drops_the_marks(tokens)
+
+
+def _unmarked_drops_the_marks(tokens) -> None:
     p = PrefixInterner()
     q = p.intern(tuple(tokens))
     want = p.intern(tuple(t for t in tokens if t[0] != MARK))
@@ -110,12 +131,19 @@ OPS = st.lists(
 )
 
 
+@pytest.mark.parametrize("batch_from", [0, 64])
 @settings(max_examples=300, deadline=None)
 @given(OPS)
-def test_ids_and_prefixes_match_one_to_one(ops):
+def test_ids_and_prefixes_match_one_to_one(batch_from, ops):
     """Whatever mix of extending by runs of entries, interning whole prefixes, settling,
     dropping marks and a round trip through pickle (children rebuilt) made them, two
-    ids are equal exactly when their prefixes are, and each id's prefix is canonical."""
+    ids are equal exactly when their prefixes are, and each id's prefix is canonical
+    (settled and unmarked as arrays, or one id at a time)."""
+    with arrays_from(batch_from):
+        _ids_and_prefixes_match(ops)
+
+
+def _ids_and_prefixes_match(ops) -> None:
     import pickle
 
     p = PrefixInterner()

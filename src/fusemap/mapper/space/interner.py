@@ -11,6 +11,7 @@ import numpy as np
 from .prefix import (
     BACK,
     LOOP,
+    MARK,
     Compatibility,
     Prefix,
     as_entries,
@@ -77,7 +78,13 @@ class PrefixInterner(PrefixTrie):
         of GPT-3's QK check at batch 64)."""
         ids = np.asarray(ids, dtype=np.int64)
         marked = (np.frombuffer(self._flags, dtype=np.uint8)[ids] & MARKED) > 0
-        todo = self._unworked_marked(np.unique(ids[marked]))
+        asked = np.unique(ids[marked])
+        unknown = asked[self._memo("_unmarked", len(self))[asked] < 0]
+        if len(unknown) < BATCH_FROM:  # a few: one at a time costs less than the arrays
+            for q in unknown.tolist():
+                self._unmark(q)
+            unknown = unknown[:0]
+        todo = self._unworked_marked(unknown)
         while len(todo):  # a level: the ids whose parents are worked out
             parents = np.frombuffer(self._parent, dtype=np.int64)[todo]
             waiting = self._unmarked_of(parents) < 0
@@ -88,6 +95,26 @@ class PrefixInterner(PrefixTrie):
         out = ids.copy()
         out[marked] = self._unmarked_of(ids[marked])
         return out
+
+    def _unmark(self, q: int) -> int:
+        """:meth:`unmarked` of one id (its unworked ancestors walked in Python)."""
+        memo = self._memo("_unmarked", q + 1)
+        path = []
+        while self._flags[q] & MARKED and memo[q] < 0:
+            path.append(q)
+            q = self._parent[q]
+        u = int(memo[q]) if self._flags[q] & MARKED else q
+        for p in reversed(path):
+            step = self._step[p]
+            entries = self._steps[step]
+            kind = step_kind(entries)
+            if kind == LOOPS_STEP and u > 0 and self._step_last[self._step[u]] == LAST_LOOP:
+                merged = self._steps[self._step[u]] + entries  # loops after loops: one run
+                u = self._child(self._parent[u], self._step_id(merged))
+            elif entries[0].kind != MARK:
+                u = self._extended(u, entries, kind, step)
+            memo[p] = u
+        return u
 
     def _unmarked_of(self, ids: np.ndarray) -> np.ndarray:
         """Each id unmarked: itself if it holds no mark, else its memo (-1: not yet)."""
