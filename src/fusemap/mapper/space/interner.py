@@ -105,16 +105,21 @@ class PrefixInterner(PrefixTrie):
             q = self._parent[q]
         u = int(memo[q]) if self._flags[q] & MARKED else q
         for p in reversed(path):
-            step = self._step[p]
-            entries = self._steps[step]
-            kind = step_kind(entries)
-            if kind == LOOPS_STEP and u > 0 and self._step_last[self._step[u]] == LAST_LOOP:
-                merged = self._steps[self._step[u]] + entries  # loops after loops: one run
-                u = self._child(self._parent[u], self._step_id(merged))
-            elif entries[0].kind != MARK:
-                u = self._extended(u, entries, kind, step)
-            memo[p] = u
+            u = memo[p] = self._unmark_step(u, self._step[p])
         return u
+
+    def _unmark_step(self, u: int, step: int) -> int:
+        """Unmarked prefix ``u`` followed by step ``step``, its marks dropped: a mark
+        step leaves it as it was, a run of loops right after another joins it in one
+        step, another step extends it (:meth:`_extended`, which keeps it canonical)."""
+        entries = self._steps[step]
+        kind = step_kind(entries)
+        if kind == LOOPS_STEP and u > 0 and self._step_last[self._step[u]] == LAST_LOOP:
+            merged = self._steps[self._step[u]] + entries  # loops after loops: one run
+            return self._child(self._parent[u], self._step_id(merged))
+        if entries[0].kind == MARK:
+            return u
+        return self._extended(u, entries, kind, step)
 
     def _unmarked_of(self, ids: np.ndarray) -> np.ndarray:
         """Each id unmarked: itself if it holds no mark, else its memo (-1: not yet)."""
@@ -122,8 +127,9 @@ class PrefixInterner(PrefixTrie):
         return np.where(marked, self._memo("_unmarked", len(self))[ids], ids)
 
     def _unworked_marked(self, ids: np.ndarray) -> np.ndarray:
-        """Marked ids of ``ids`` and of their ancestors whose unmarked id is not known."""
-        found, frontier = [], ids[self._unmarked_of(ids) < 0]
+        """Marked ids ``ids`` (their unmarked ids not known) and their ancestors whose
+        unmarked id is not known."""
+        found, frontier = [], ids
         while len(frontier):
             found.append(frontier)
             parents = np.frombuffer(self._parent, dtype=np.int64)[frontier]
@@ -154,8 +160,7 @@ class PrefixInterner(PrefixTrie):
         one = self._one_step(under[rest], kind[rest], steps[rest])
         out[rest[one]] = self._children_of(under[rest[one]], steps[rest[one]])
         for i in rest[~one].tolist():
-            s = int(steps[i])
-            out[i] = self._extended(int(under[i]), self._steps[s], int(kind[i]), s)
+            out[i] = self._unmark_step(int(under[i]), int(steps[i]))
         return out
 
     def intern_reordered(self, prefix: tuple) -> int:
