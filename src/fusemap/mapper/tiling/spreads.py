@@ -58,6 +58,25 @@ class Spreads:
                 self.memo[key] = self.uneven.spreadable(k, loops, cands)
         return self.memo[key]
 
+    def spreadable_only(
+        self, j: int, k: int, cur: np.ndarray, par: np.ndarray, looks_ahead: bool
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The rows (``cur``, their parents ``par``) whose tile of variable ``k`` the
+        spatial loops below gap ``j`` can still spread (with ``looks_ahead``, any of
+        them: :meth:`reaching`) and, in the last gap, take to one operation."""
+        spreadable = self.spreadable(j, k)
+        if spreadable is None and looks_ahead:
+            spreadable = self.reaching(j, k)
+        if spreadable is not None:
+            fine = np.isin(cur[:, k], spreadable)
+            cur, par = cur[fine], par[fine]
+        if j == len(self.template.holders) - 1:  # the last gap ends at one operation
+            fine = np.zeros(len(cur), dtype=bool)
+            for size in self.reaches_leaf(k):
+                fine |= cur[:, k] == size
+            cur, par = cur[fine], par[fine]
+        return cur, par
+
     def reaching(self, j: int, k: int) -> np.ndarray | None:
         """The tiles of variable ``k`` after gap ``j`` from which temporal loops can still
         reach one that the nearest spatial loops over ``k`` further down can spread

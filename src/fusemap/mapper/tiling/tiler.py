@@ -302,7 +302,12 @@ class TemplateTiler:
     def _gap_loops(self, j: int, rows: _Entering, ceiling) -> tuple:
         """Gap ``j``'s temporal loops, one rank variable at a time, pruning in between:
         (sizes after them, row entering each comes from, rows evaluated). The loops add
-        no cost: a row's criteria stay those of the row it comes from."""
+        no cost: a row's criteria stay those of the row it comes from.
+
+        In the fused prefix the loops' rows are grouped by the sizes above too, so a
+        group holds rows of one entering tile shape and prefix, which the last stage
+        pruned together: no prune there (it found nothing in 77 million rows of GPT-3's
+        checks and tables); :meth:`_leave` prunes after the spatial loops."""
         t, tiles, sizes = self.t, self.tiles, rows.sizes
         holder = t.holders[j]
         lowered = holder.component in self.reservations.columns and not holder.backing
@@ -322,36 +327,21 @@ class TemplateTiler:
             if (j, v) in t.blocked or not self.useful_loop(j, v):
                 continue
             cur, par = tiles.expand_one(cur, k)
-            cur, par = self._spreadable_only(j, k, cur, par)
+            cur, par = self.spreads.spreadable_only(j, k, cur, par, self.looks_ahead)
             origin = origin[par]
             if in_prefix and self.once:  # one loop per rank variable above fused nodes
                 above = sizes[origin, k]
                 once = (cur[:, k] == above) | (above == tiles.bounds[k])
                 cur, origin = cur[once], origin[once]
             evaluated += len(cur)
-            cols = list(range(len(tiles.vars))) if in_prefix else keep_here
+            if in_prefix:
+                continue  # rows of one group were pruned together on entering (see above)
             ids = combined_ids(rows.seq[origin] if self.fusion else None, rows.state_ids, origin)
-            key = tiles.group(cur, sizes[origin] if cols else None, cols, ids)
+            key = tiles.group(cur, sizes[origin] if keep_here else None, keep_here, ids)
             view = self.pruning_view(j if lowered else j + 1, cur, rows.cost, origin)
             keep = self.prune_rows(key, view)
             cur, origin = cur[keep], origin[keep]
         return cur, origin, evaluated
-
-    def _spreadable_only(self, j: int, k: int, cur: np.ndarray, par: np.ndarray):
-        """The rows whose tile of variable ``k`` the spatial loops below can still spread
-        (and, in the last gap, take to one operation)."""
-        spreadable = self.spreads.spreadable(j, k)
-        if spreadable is None and self.looks_ahead:
-            spreadable = self.spreads.reaching(j, k)
-        if spreadable is not None:
-            fine = np.isin(cur[:, k], spreadable)
-            cur, par = cur[fine], par[fine]
-        if j == len(self.t.holders) - 1:  # the last gap ends at one operation
-            fine = np.zeros(len(cur), dtype=bool)
-            for size in self.spreads.reaches_leaf(k):
-                fine |= cur[:, k] == size
-            cur, par = cur[fine], par[fine]
-        return cur, par
 
     def _leave(
         self, j: int, rows: _Entering, cur, origin, evaluated: int, within: RowBound | None
