@@ -254,10 +254,10 @@ class TemplateTiler:
     ) -> Stage:
         """Extend the partial tile shapes above node ``j`` through its gap, and prune.
 
-        The gap's loops are chosen one rank variable at a time, pruning in between: rows
-        that agree on every size so far (and on what the node's reservation still needs,
-        and, with fusion, on the fused prefix) face the same future, so only their
-        Pareto-optimal ones go on. Rows whose energy so far passes ``ceiling`` (one, or
+        The gap's loops are chosen one rank variable at a time, pruning in between (below
+        the fused prefix): rows that agree on every size so far (and on what the node's
+        reservation still needs, and, with fusion, on the fused prefix) face the same
+        future, so only their Pareto-optimal ones go on. Rows whose energy so far passes ``ceiling`` (one, or
         one per row entering) are dropped once the node is costed (branch and bound:
         costs only add up); so are rows ``within`` rejects (given the tile shapes above
         the next node and the energy so far), before their prefixes are interned: most
