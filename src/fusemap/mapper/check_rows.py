@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .distinct import distinct_values
 from .joinable import Cost, OrderFreeKeys, RowKey, number_of
 from .space.interner import PrefixInterner
 from .space.templates import template_key
@@ -192,8 +193,7 @@ class KeyedRows:
         key_at = np.full(result.rows, -1, dtype=np.int64)
         if result.seq is None:
             return np.zeros(result.rows, dtype=bool), key_at, []
-        ids, at = np.unique(result.seq, return_inverse=True)
-        at = at.ravel()
+        ids, _, at = distinct_values(result.seq)
         keep = self.cut.keeps(result.energy, result.latency) & interner.splits_a_variable(ids)[at]
         if not keep.any():
             return keep, key_at, []
@@ -231,7 +231,7 @@ class FirstSearch(KeyedRows):
     def __call__(self, result: TemplateResult, interner: PrefixInterner) -> np.ndarray:
         keep, key_at, keys = self.kept_rows(result, interner)
         if keys:
-            index, at = np.unique(key_at[keep], return_inverse=True)
+            index, _, at = distinct_values(key_at[keep])
             energy, latency = np.full(len(index), np.inf), np.full(len(index), np.inf)
             np.minimum.at(energy, at.ravel(), result.energy[keep])
             known = np.nan_to_num(result.latency[keep], nan=0.0)  # energy searches: unknown

@@ -1,5 +1,6 @@
-"""The distinct rows of an integer array, fast: the search's fused-prefix tokens and the
-relaxed join's states ask for them millions of times."""
+"""Distinct values and rows of integer arrays, fast: the search's fused-prefix tokens, its
+tile shapes and pruning groups, and the relaxed join's states ask for them millions of
+times. By hashing (pandas) rather than sorting, where many values repeat."""
 
 from __future__ import annotations
 
@@ -26,5 +27,37 @@ def unique_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     key = np.zeros(len(rows), dtype=np.int64)
     for k in range(rows.shape[1]):
         key = key * radix[k] + (rows[:, k] - low[k])
-    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
-    return rows[first], inverse.ravel()
+    _, first, inverse = distinct_values(key)
+    return rows[first], inverse
+
+
+def first_codes(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """One code per distinct value of a 1-D integer array, numbered in the order of
+    first appearance, and the index of each code's first appearance."""
+    import pandas as pd  # not at import: the model's commands never need it
+
+    codes, _ = pd.factorize(np.asarray(values, dtype=np.int64))
+    codes = codes.astype(np.int64, copy=False)
+    if not len(codes):
+        return codes, codes.copy()
+    new = np.empty(len(codes), dtype=bool)
+    new[0] = True  # a code is new where it passes every code before it
+    new[1:] = codes[1:] > np.maximum.accumulate(codes[:-1])
+    return codes, np.flatnonzero(new)
+
+
+def distinct_values(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``np.unique(values, return_index=True, return_inverse=True)`` of a 1-D integer
+    array: its distinct values (sorted), the index of each one's first appearance, and
+    each value's index among them. Hashed, then only the distinct values sorted (the
+    hashing costs more than it saves when most values are distinct)."""
+    values = np.asarray(values, dtype=np.int64)
+    codes, first = first_codes(values)
+    if 2 * len(first) > len(values):
+        uniq, at, inverse = np.unique(values, return_index=True, return_inverse=True)
+        return uniq, at, inverse.ravel()
+    uniq = values[first]
+    order = np.argsort(uniq, kind="stable")
+    rank = np.empty_like(order)
+    rank[order] = np.arange(len(order))
+    return uniq[order], first[order], rank[codes]

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..spec.resolve import WorkloadInfo
+from .distinct import distinct_values
 from .pmappings.signature import tensor_renaming, variable_renaming
 from .pmappings.table import PmappingTable
 from .space.interner import PrefixInterner
@@ -100,11 +101,11 @@ class OrderFreeKeys:
         ids = np.asarray(ids, dtype=np.int64)
         self._grow()
         levels = []  # ids not worked out yet, then their parents not worked out, ...
-        todo = np.unique(ids[self._key[ids] < 0])
+        todo = distinct_values(ids[self._key[ids] < 0])[0]
         while len(todo):
             levels.append(todo)
             parents, _ = self.interner.parents_and_steps(todo)
-            todo = np.unique(parents[self._key[parents] < 0])
+            todo = distinct_values(parents[self._key[parents] < 0])[0]
         for todo in reversed(levels):  # each level's parents worked out before it
             self._work_out(todo)
         return self._key[ids].astype(np.int64)

@@ -10,6 +10,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from .distinct import first_codes
+
 
 @numba.njit(cache=True)
 def _varying(crit: np.ndarray) -> np.ndarray:
@@ -226,8 +228,7 @@ def pareto_mask(
     groups = np.asarray(groups, dtype=np.int64)
     top = int(groups.max()) + 1 if n else 0
     if groups.min() < 0 or top > max(4 * n, 1 << 20):
-        _, groups = np.unique(groups, return_inverse=True)
-        groups = groups.ravel().astype(np.int64)
+        groups, _ = first_codes(groups)  # numbered anew: a front is per group
         top = int(groups.max()) + 1
     if crit.shape[1] <= 3 and _largest_group(groups, top) > SMALL_GROUP:
         if rows is not None:

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from fusemap.mapper.distinct import unique_rows
+from fusemap.mapper.distinct import distinct_values, first_codes, unique_rows
 
 
 def test_hand_worked_rows():
@@ -57,3 +57,36 @@ def test_same_as_numpy(rows):
     assert np.array_equal(uniq, want)
     assert np.array_equal(inverse, want_inverse.ravel())
     assert np.array_equal(uniq[inverse], rows)
+
+
+def test_first_codes_by_hand():
+    codes, first = first_codes(np.array([7, 3, 7, 9, 3]))
+    assert codes.tolist() == [0, 1, 0, 2, 1]
+    assert first.tolist() == [0, 1, 3]
+
+
+def test_distinct_values_by_hand():
+    uniq, first, inverse = distinct_values(np.array([7, 3, 7, 9, 3, 3, 3]))
+    assert uniq.tolist() == [3, 7, 9]
+    assert first.tolist() == [1, 0, 3]
+    assert inverse.tolist() == [1, 0, 1, 2, 0, 0, 0]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    arrays(
+        np.int64,
+        st.integers(0, 60),
+        elements=st.one_of(st.integers(0, 4), st.integers(-(2**62), 2**62)),
+    )
+)
+def test_distinct_values_same_as_numpy(values):
+    """Both paths (hashed when values repeat, sorted when most are distinct)."""
+    uniq, first, inverse = distinct_values(values)
+    want, want_first, want_inverse = np.unique(values, return_index=True, return_inverse=True)
+    assert np.array_equal(uniq, want)
+    assert np.array_equal(first, want_first)
+    assert np.array_equal(inverse, want_inverse.ravel())
+    codes, at = first_codes(values)
+    assert np.array_equal(values[at][codes], values)  # a code names one value
+    assert len(at) == len(want) and np.all(np.diff(at) > 0)  # first appearances, in order

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ..distinct import distinct_values
 from .prefix import (
     BACK,
     LOOP,
@@ -229,7 +230,7 @@ class PrefixInterner(PrefixTrie):
         ids = np.asarray(ids, dtype=np.int64)
         which = np.asarray(which, dtype=np.int64)
         # One integer per (prefix, entries) pair: a 1-D unique is far faster than axis=0.
-        uniq, inverse = np.unique(ids * len(entries) + which, return_inverse=True)
+        uniq, _, inverse = distinct_values(ids * len(entries) + which)
         parents, chosen = np.divmod(uniq, len(entries))
         kinds = [step_kind(x) for x in entries]
         steps = [self._step_id(x) if k else -1 for x, k in zip(entries, kinds, strict=True)]

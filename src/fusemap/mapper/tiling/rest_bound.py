@@ -27,6 +27,7 @@ import numpy as np
 from ...model.reuse import projection_terms
 from ...spec.errors import SpecError
 from ...spec.resolve import EinsumInfo
+from ..distinct import first_codes
 from .terms import NodeTerms, fill_basis, first_basis
 
 MAX_GRID = 1 << 20
@@ -169,7 +170,7 @@ def within_ceilings(
     used = [k for k in range(len(keys)) if any(a[k] or (d and d[k]) for a, d, _ in loosest)]
     # The bounds depend on the tile shape alone, and many rows share one (they differ
     # in their prefixes): each distinct shape is worked out once.
-    _, at, shape_of = np.unique(first.tiles.group(sizes), return_index=True, return_inverse=True)
+    shape_of, at = first_codes(first.tiles.group(sizes))
     shapes = sizes[at]
     named = {v: shapes[:, k] for k, v in enumerate(first.tiles.vars)}
     bases = np.empty((len(shapes), len(used)))
@@ -183,5 +184,5 @@ def within_ceilings(
         if floor is not None:
             rest += floor.above_overall(shapes)
             rest = np.maximum(rest, bases @ np.array([down[k] for k in used]) - floor.overall)
-        keep |= energy + rest[shape_of.ravel()] <= ceiling
+        keep |= energy + rest[shape_of] <= ceiling
     return keep
