@@ -123,7 +123,7 @@ def test_entries_are_the_tuples_they_replace():
 
 OPS = st.lists(
     st.tuples(
-        st.sampled_from(["extend", "intern", "settled", "unmarked", "pickle"]),
+        st.sampled_from(["extend", "intern", "settled", "unmarked", "pickle", "keep"]),
         st.lists(st.sampled_from([M_, N_, A_, C_, W_, ("back", HOSTING, "GB")]), max_size=3),
         st.integers(0, 1 << 16),
     ),
@@ -136,7 +136,8 @@ OPS = st.lists(
 @given(OPS)
 def test_ids_and_prefixes_match_one_to_one(batch_from, ops):
     """Whatever mix of extending by runs of entries, interning whole prefixes, settling,
-    dropping marks and a round trip through pickle (children rebuilt) made them, two
+    dropping marks, a round trip through pickle (children rebuilt) and keeping only some
+    prefixes (:meth:`kept_only`, each keeping its prefix) made them, two
     ids are equal exactly when their prefixes are, and each id's prefix is canonical
     (settled and unmarked as arrays, or one id at a time)."""
     with arrays_from(batch_from):
@@ -152,6 +153,13 @@ def _ids_and_prefixes_match(ops) -> None:
             continue
         if op in ("settled", "unmarked"):
             getattr(p, op)(np.array([pick % len(p.prefixes)]))
+        elif op == "keep":
+            ids = np.array([q for q in range(len(p)) if pick >> (q % 17) & 1], dtype=np.int64)
+            kept, new = p.kept_only(ids, PrefixInterner())
+            assert [kept.prefixes[q] for q in new.tolist()] == [p.prefixes[q] for q in ids]
+            ancestors = {x[:i] for x in (p.prefixes[q] for q in ids) for i in range(len(x) + 1)}
+            assert len(kept) <= len(ancestors) + 1  # the ids' prefixes and their ancestors
+            p = kept
         else:
             p = pickle.loads(pickle.dumps(p))
     every = [p.prefixes[q] for q in range(len(p.prefixes))]

@@ -341,15 +341,14 @@ def _peak_mb() -> float:
 
 def _keep_used_prefixes(table: PmappingTable) -> None:
     """A fresh interner for ``table`` with only the prefixes its rows and results refer
-    to, and their steps' (the search's interner holds every prefix it met, far more to send back from a
-    worker: GPT-3's Q, K and V tables took 3 s to pickle)."""
+    to, their ancestors and their steps (the search's interner holds every prefix it
+    met, far more to send back from a worker: GPT-3's Q, K and V tables took 3 s to
+    pickle)."""
     fusion = table.fusion
     assert fusion is not None
     seqs = [fusion.seq] + [r.seq for r in table.results if r.seq is not None]
-    used = np.unique(np.concatenate([np.zeros(1, dtype=np.int64), *seqs]))
-    interner = PrefixInterner()
-    ids = np.array([interner.intern(fusion.interner.prefixes[q]) for q in used.tolist()])
-    assert len(np.unique(ids)) == len(ids), "interned prefixes are canonical and distinct"
+    used = np.unique(np.concatenate(seqs))
+    interner, ids = fusion.interner.kept_only(used, PrefixInterner())
     table.results = [
         r if r.seq is None else replace(r, seq=ids[np.searchsorted(used, r.seq)])
         for r in table.results

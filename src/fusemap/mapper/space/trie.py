@@ -7,7 +7,7 @@ from __future__ import annotations
 from array import array
 from collections.abc import Callable, Sequence
 from itertools import chain
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -22,6 +22,8 @@ from .prefix import (
     canonical,
     has_hosting,
 )
+
+_Trie = TypeVar("_Trie", bound="PrefixTrie")
 
 
 class PrefixTrie:
@@ -62,6 +64,35 @@ class PrefixTrie:
         self.__dict__.update(state)
         self._children = None
         self._step_ids = {step: k for k, step in enumerate(self._steps)}
+
+    def kept_only(self, ids: np.ndarray, out: _Trie) -> tuple[_Trie, np.ndarray]:
+        """``out`` (a new trie) made to hold the prefixes ``ids`` and their ancestors
+        alone (the steps they use, ids in the same order), and each of ``ids``' id in it:
+        what a table keeps of a search that met millions of prefixes, as arrays (no
+        prefix rebuilt)."""
+        assert len(out) == 1 and not out.step_count(), "a new trie"
+        ids = np.asarray(ids, dtype=np.int64)
+        parent = np.frombuffer(self._parent, dtype=np.int64)
+        keep = np.zeros(len(self), dtype=bool)
+        keep[0] = True
+        todo = np.unique(ids[ids > 0])
+        while len(todo):  # a level of ancestors at a time (the root is kept)
+            keep[todo] = True
+            todo = np.unique(parent[todo])
+            todo = todo[~keep[todo]]
+        old = np.flatnonzero(keep)
+        new_of = np.cumsum(keep) - 1
+        step = np.frombuffer(self._step, dtype=np.int64)[old[1:]]
+        used, step = np.unique(step, return_inverse=True)
+        out._var_bits = dict(self._var_bits)
+        for k in used.tolist():
+            out._step_id(self._steps[k])  # in ``used``'s order: ids 0, 1, ...
+        out._parent = array("q", np.concatenate([[-1], new_of[parent[old[1:]]]]).tobytes())
+        out._step = array("q", np.concatenate([[-1], step.ravel()]).astype(np.int64).tobytes())
+        out._flags = bytearray(np.frombuffer(self._flags, dtype=np.uint8)[old].tobytes())
+        out._vars = array("q", np.frombuffer(self._vars, dtype=np.int64)[old].tobytes())
+        out._children = None  # rebuilt from the parents and steps when needed
+        return out, new_of[ids]
 
     def prefix(self, q: int) -> Prefix:
         """The prefix of id ``q``, rebuilt from its steps."""
