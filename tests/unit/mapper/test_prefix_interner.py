@@ -287,18 +287,20 @@ def _answer_as_a_dict(index, plain: dict, ops) -> None:
 LAYOUT_LOOPS = st.lists(st.sampled_from(["m", "n", "k"]), min_size=1, max_size=3)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(
     st.lists(LAYOUT_LOOPS, min_size=1, max_size=3),  # runs of loops, a node after each
     st.lists(st.integers(0, 3), min_size=1, max_size=6),  # each prefix's tiles
+    st.lists(st.integers(0, 3), min_size=1, max_size=3),  # per order: runs left alone
     st.randoms(use_true_random=False),
     st.booleans(),
 )
-def test_reordering_many_prefixes_gives_each_ones_id(runs, tiles, rnd, other_layout):
+def test_reordering_many_prefixes_gives_each_ones_id(runs, tiles, kept, rnd, other_layout):
     """Prefixes of one layout, their loops permuted within each run (as the loop orders
-    of a gap permute them), get the ids of the permuted prefixes interned whole; with a
-    prefix of another layout among them (its first node first), each is reordered
-    alone, with the same result."""
+    of a gap permute them; several orders at once, each leaving its first runs as they
+    are, each prefix in one of them), get the ids of the permuted prefixes interned
+    whole; with a prefix of another layout among them (its first node first), each is
+    reordered alone, with the same result."""
     p = PrefixInterner()
     prefixes = []
     for t in tiles:
@@ -311,15 +313,20 @@ def test_reordering_many_prefixes_gives_each_ones_id(runs, tiles, rnd, other_lay
         first = len(runs[0])  # the first node's place
         x = prefixes[0]
         prefixes.append((x[first],) + x[:first] + x[first + 1 :])
-    src, at = [], 0
-    for run in runs:
-        local = list(range(at, at + len(run)))
-        rnd.shuffle(local)
-        src += local + [at + len(run)]
-        at += len(run) + 1
+    srcs = []
+    for alone in kept:
+        src, at = [], 0
+        for i, run in enumerate(runs):
+            local = list(range(at, at + len(run)))
+            if i >= alone:
+                rnd.shuffle(local)
+            src += local + [at + len(run)]
+            at += len(run) + 1
+        srcs.append(src)
     ids = np.array([p.intern(x) for x in prefixes])
-    got = p.reordered(ids, src)
-    for x, g in zip(prefixes, got.tolist(), strict=True):
-        want = tuple(x[i] for i in src)
+    which = np.array([rnd.randrange(len(srcs)) for _ in prefixes])
+    got = p.reordered(ids, srcs, which)
+    for x, k, g in zip(prefixes, which.tolist(), got.tolist(), strict=True):
+        want = tuple(x[i] for i in srcs[k])
         assert g == p.intern(want)
         assert p.prefixes[g] == as_entries(want)

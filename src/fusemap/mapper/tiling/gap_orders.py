@@ -39,7 +39,7 @@ from ...model.rules import lowered_past
 from ...spec import limits
 from ...spec import mapping as M
 from ...spec.errors import FusemapError, Location
-from ..space.interner import BATCH_FROM, PrefixInterner
+from ..space.interner import PrefixInterner
 from ..space.prefix import LOOP, SpatialTile
 from ..space.templates import Holder
 from .result import TemplateResult
@@ -140,8 +140,7 @@ def _expanded(res, ctx, interner, counter, members: np.ndarray, mask: list[int])
     ]
     layout = interner.prefixes[int(seqs[0])]  # every prefix of the rows has its layout
     where = [q for q, t in enumerate(layout) if t.kind == LOOP]  # spatial ones too
-    prefixes: dict[int, tuple] = {0: layout}  # those reordered one at a time
-    out = []
+    found = []  # per order kept: its rows, the prefix of each, its changes, its src
     for combo in itertools.product(*options):
         if all(o.canonical for o in combo):
             continue
@@ -150,18 +149,21 @@ def _expanded(res, ctx, interner, counter, members: np.ndarray, mask: list[int])
         if not ok.any():
             continue
         src = _source([o[0].order for o in options], [o.order for o in combo], where, layout)
-        ids = np.zeros(len(seqs), dtype=np.int64)
-        used = np.unique(key_of[ok])
-        if len(used) >= BATCH_FROM:
-            ids[used] = interner.reordered(seqs[used], src)
-        else:  # a few: one at a time costs less than the arrays
-            for u in used.tolist():
-                if u not in prefixes:
-                    prefixes[u] = interner.prefixes[int(seqs[u])]
-                ids[u] = interner.intern_reordered(tuple(prefixes[u][i] for i in src))
+        found.append((ok, np.unique(key_of[ok]), delta, src))
+        counter.add(int(ok.sum()))
+    if not found:
+        return []
+    # Every order's prefixes reordered at once (few per order: arrays pay only together).
+    used = np.concatenate([u for _, u, _, _ in found])
+    which = np.repeat(np.arange(len(found)), [len(u) for _, u, _, _ in found])
+    moved = interner.reordered(seqs[used], [src for *_, src in found], which)
+    out, at = [], 0
+    ids = np.zeros(len(seqs), dtype=np.int64)
+    for ok, u, delta, _ in found:
+        ids[u] = moved[at : at + len(u)]
+        at += len(u)
         keys = key_of[ok]
         out.append(_Piece(members[ok], ids[keys], [(m, c, b[keys]) for m, c, b in delta]))
-        counter.add(int(ok.sum()))
     return out
 
 
