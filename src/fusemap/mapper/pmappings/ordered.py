@@ -84,9 +84,13 @@ class Ordering:
 
 class PrunedAsFinished:
     """A :class:`~fusemap.mapper.tiling.search.ResultPruner`: each finished template's
-    result cut to its ``useful`` rows; with ``prune``, when the rows held reach
-    :data:`PRUNE_FROM_ROWS` (and twice what the last prune kept), every finished
-    template's result cut to the rows whose orders the prune across templates keeps.
+    result cut to its ``useful`` rows; with ``prune``, when the rows held pass what the
+    last prune kept by :data:`PRUNE_FROM_ROWS` (or by as many as it kept, if more),
+    every finished template's result cut to the rows whose orders the prune across
+    templates keeps. A prune costs about the rows held (their orders are worked out
+    again), so it waits for as many new rows: at twice what the last one kept, or
+    :data:`PRUNE_FROM_ROWS`, a prune that kept 350,000 rows ran again after 50,000 new
+    ones (the batch-64 run's second search of QK pruned 7 times over what it held).
 
     Relaxed twins (floors over the whole fused space) are left out, and the results of
     templates that fuse nothing and hold nothing are left whole (their cheapest rows
@@ -112,7 +116,7 @@ class PrunedAsFinished:
         self.held += r.rows
         if self.ordering.prune and self.held >= self.next_at:
             self.held = self.prune(tilers, out)
-            self.next_at = max(PRUNE_FROM_ROWS, 2 * self.held)
+            self.next_at = self.held + max(PRUNE_FROM_ROWS, self.held)
 
     def prune(self, tilers: list[TemplateTiler], out: list[TemplateResult | None]) -> int:
         """Cut the results of ``out`` to the rows some order of which the prune across
