@@ -217,7 +217,8 @@ class PrefixInterner(PrefixTrie):
                 distinct, inverse = np.unique(steps[of_k], return_inverse=True)
                 moved = [self._permuted_step(x, local[k][lv]) for x in distinct.tolist()]
                 steps[of_k] = np.array(moved, dtype=np.int64)[inverse.ravel()]
-            out[rows] = self._children_of(out[rows], steps)
+            pairs, _, inverse = distinct_values(out[rows] * STEPS + steps)  # rows share them
+            out[rows] = self._children_of(pairs // STEPS, pairs % STEPS)[inverse]
         unchanged = first == len(levels)
         out[unchanged] = ids[unchanged]
         return out
