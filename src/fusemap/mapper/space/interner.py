@@ -212,11 +212,16 @@ class PrefixInterner(PrefixTrie):
             if not len(rows):
                 continue
             steps = steps[rows].copy()
-            for k in np.unique(which[rows][moves[which[rows], lv]]).tolist():
-                of_k = np.flatnonzero(which[rows] == k)
-                distinct, inverse = np.unique(steps[of_k], return_inverse=True)
-                moved = [self._permuted_step(x, local[k][lv]) for x in distinct.tolist()]
-                steps[of_k] = np.array(moved, dtype=np.int64)[inverse.ravel()]
+            ks = which[rows]
+            m = np.flatnonzero(moves[ks, lv])
+            if len(m):  # each distinct (step, permutation) worked out once
+                pair, _, inverse = distinct_values(steps[m] * len(srcs) + ks[m])
+                step_of, k_of = np.divmod(pair, len(srcs))
+                moved = [
+                    self._permuted_step(x, local[k][lv])
+                    for x, k in zip(step_of.tolist(), k_of.tolist(), strict=True)
+                ]
+                steps[m] = np.array(moved, dtype=np.int64)[inverse]
             pairs, _, inverse = distinct_values(out[rows] * STEPS + steps)  # rows share them
             out[rows] = self._children_of(pairs // STEPS, pairs % STEPS)[inverse]
         unchanged = first == len(levels)
@@ -246,9 +251,14 @@ class PrefixInterner(PrefixTrie):
         return got
 
     def _permuted_step(self, step: int, local: tuple[int, ...]) -> int:
-        """The id of step ``step`` with its entry ``local[i]`` at position ``i``."""
-        entries = self._steps[step]
-        return self._step_id(tuple(entries[i] for i in local))
+        """The id of step ``step`` with its entry ``local[i]`` at position ``i``
+        (memoized: a cache the workers do not send back)."""
+        memo = self.__dict__.setdefault("_permuted", {})
+        got = memo.get((step, local))
+        if got is None:
+            entries = self._steps[step]
+            got = memo[step, local] = self._step_id(tuple(entries[i] for i in local))
+        return got
 
     def extend(self, ids: np.ndarray, entries: list[tuple], which: np.ndarray):
         """New ids: prefix ``ids[r]`` followed by the entries ``entries[which[r]]`` for

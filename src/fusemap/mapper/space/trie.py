@@ -57,7 +57,7 @@ class PrefixTrie:
 
     def __getstate__(self) -> dict:
         # caches, and the children (rebuilt from the parents and steps when needed)
-        skip = ("_loops", "_unmarked", "_children", "_step_ids", "_lengths")
+        skip = ("_loops", "_unmarked", "_children", "_step_ids", "_lengths", "_permuted")
         return {k: v for k, v in self.__dict__.items() if k not in skip}
 
     def __setstate__(self, state: dict) -> None:
