@@ -4,10 +4,12 @@ negative values included, with or without the fallback (columns too wide for one
 64-bit key)."""
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
+from fusemap.mapper import distinct
 from fusemap.mapper.distinct import distinct_values, first_codes, unique_rows
 
 
@@ -72,6 +74,7 @@ def test_distinct_values_by_hand():
     assert inverse.tolist() == [1, 0, 1, 2, 0, 0, 0]
 
 
+@pytest.mark.parametrize("hashed_from", [0, distinct.HASHED_FROM])
 @settings(max_examples=300, deadline=None)
 @given(
     arrays(
@@ -80,8 +83,17 @@ def test_distinct_values_by_hand():
         elements=st.one_of(st.integers(0, 4), st.integers(-(2**62), 2**62)),
     )
 )
-def test_distinct_values_same_as_numpy(values):
-    """Both paths (hashed when values repeat, sorted when most are distinct)."""
+def test_distinct_values_same_as_numpy(hashed_from, values):
+    """Every path: hashed when values repeat, sorted when most are distinct, and
+    numpy's own below :data:`HASHED_FROM` values."""
+    saved, distinct.HASHED_FROM = distinct.HASHED_FROM, hashed_from
+    try:
+        _distinct_values_same_as_numpy(values)
+    finally:
+        distinct.HASHED_FROM = saved
+
+
+def _distinct_values_same_as_numpy(values):
     uniq, first, inverse = distinct_values(values)
     want, want_first, want_inverse = np.unique(values, return_index=True, return_inverse=True)
     assert np.array_equal(uniq, want)
