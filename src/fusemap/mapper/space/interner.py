@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..distinct import distinct_values
+from ..distinct import distinct_values, first_codes
 from .prefix import (
     BACK,
     LOOP,
@@ -184,16 +184,53 @@ class PrefixInterner(PrefixTrie):
         47% of its second searches: all the orders of a gap pattern come at once)."""
         ids = np.asarray(ids, dtype=np.int64)
         which = np.zeros(len(ids), dtype=np.int64) if which is None else np.asarray(which)
+        out = np.empty(len(ids), dtype=np.int64)
+        if not len(ids):
+            return out
+        layouts = self._layout_codes(ids)
+        order = np.argsort(layouts, kind="stable")
+        cuts = np.flatnonzero(np.diff(layouts[order])) + 1
+        for rows in np.split(order, cuts):  # rows of one layout
+            out[rows] = self._reordered_alike(ids[rows], srcs, which[rows])
+        return out
+
+    def _reordered_one_at_a_time(
+        self, ids: np.ndarray, srcs: Sequence[Sequence[int]], which: np.ndarray
+    ) -> np.ndarray:
+        """:meth:`reordered`, prefix by prefix (a permutation that is not within the
+        prefixes' steps)."""
+        got = [
+            self.intern_reordered(tuple(self.prefix(q)[i] for i in srcs[k]))
+            for q, k in zip(ids.tolist(), which.tolist(), strict=True)
+        ]
+        return np.array(got, dtype=np.int64)
+
+    def _layout_codes(self, ids: np.ndarray) -> np.ndarray:
+        """One code per layout (the lengths of a prefix's steps, root first) of ``ids``."""
+        lengths = np.frombuffer(self._step_length(), dtype=np.int64)
+        codes, q = np.zeros(len(ids), dtype=np.int64), ids.copy()
+        while (q > 0).any():  # each level's length (0 past the root) appended
+            live = np.flatnonzero(q > 0)
+            q[live], steps = self.parents_and_steps(q[live])
+            here = np.zeros(len(ids), dtype=np.int64)
+            here[live] = lengths[steps]
+            codes = first_codes(codes * (int(here.max()) + 1) + here)[0]
+        return codes
+
+    def _reordered_alike(
+        self, ids: np.ndarray, srcs: Sequence[Sequence[int]], which: np.ndarray
+    ) -> np.ndarray:
+        """:meth:`reordered` of prefixes of one layout."""
         walked = self._steps_up(ids)
-        if walked is None:  # not one layout: prefix by prefix
-            got = [
-                self.intern_reordered(tuple(self.prefix(q)[i] for i in srcs[k]))
-                for q, k in zip(ids.tolist(), which.tolist(), strict=True)
-            ]
-            return np.array(got, dtype=np.int64)
+        assert walked is not None, "one layout"
         levels, ancestors = walked
         widths = [len(self._steps[int(st[0])]) for st in levels]
         starts = np.cumsum([0, *widths])
+        used, which = np.unique(which, return_inverse=True)  # the srcs these rows take
+        which = which.ravel()
+        srcs = [srcs[k] for k in used.tolist()]
+        if any(len(src) != starts[-1] for src in srcs):
+            return self._reordered_one_at_a_time(ids, srcs, which)
         local = [  # per src, per level: its permutation of the level's step
             [
                 tuple(src[a + i] - a for i in range(n))
@@ -201,6 +238,8 @@ class PrefixInterner(PrefixTrie):
             ]
             for src in srcs
         ]
+        if any(sorted(p) != list(range(len(p))) for per in local for p in per):
+            return self._reordered_one_at_a_time(ids, srcs, which)  # not within steps
         moves = np.array(
             [[perm != tuple(range(len(perm))) for perm in per] + [True] for per in local]
         )

@@ -107,9 +107,10 @@ def with_gap_orders(
         return res, same
     patterns, which = np.unique(masks, axis=0, return_inverse=True)
     which = which.ravel()
-    pieces: list[_Piece] = []
+    found: list[_Order] = []
     for p, mask in enumerate(patterns.tolist()):
-        pieces += _expanded(res, ctx, interner, counter, rows[which == p], mask)
+        found += _orders(res, ctx, interner, counter, rows[which == p], mask)
+    pieces = _pieces(found, interner)
     if not pieces:
         return res, same
     idx = np.concatenate([same, *(p.rows for p in pieces)])
@@ -124,8 +125,20 @@ class _Piece(NamedTuple):
     delta: list[tuple[str, int, np.ndarray]]  # (memory, depth column or -1, bits per row)
 
 
-def _expanded(res, ctx, interner, counter, members: np.ndarray, mask: list[int]) -> list:
-    """The other orders of the rows ``members``, whose gaps loop over ``mask``."""
+class _Order(NamedTuple):
+    """Another order of some rows of one gap pattern, before their prefixes are
+    reordered."""
+
+    members: np.ndarray  # the rows
+    seqs: np.ndarray  # their prefixes (distinct)
+    key_of: np.ndarray  # per row, its prefix's place in ``seqs``
+    delta: list[tuple[str, int, np.ndarray]]  # (memory, depth column or -1, bits per prefix)
+    src: list[int]  # per position of the new prefix, the position of its old entry
+
+
+def _orders(res, ctx, interner, counter, members: np.ndarray, mask: list[int]) -> list[_Order]:
+    """The other orders of the rows ``members``, whose gaps loop over ``mask``: for
+    each, the rows that still fit."""
     seqs, key_of = np.unique(res.seq[members], return_inverse=True)
     key_of = key_of.ravel()
     first = members[np.unique(key_of, return_index=True)[1]]  # one row per prefix
@@ -140,7 +153,7 @@ def _expanded(res, ctx, interner, counter, members: np.ndarray, mask: list[int])
     ]
     layout = interner.prefixes[int(seqs[0])]  # every prefix of the rows has its layout
     where = [q for q, t in enumerate(layout) if t.kind == LOOP]  # spatial ones too
-    found = []  # per order kept: its rows, the prefix of each, its changes, its src
+    out = []
     for combo in itertools.product(*options):
         if all(o.canonical for o in combo):
             continue
@@ -149,21 +162,26 @@ def _expanded(res, ctx, interner, counter, members: np.ndarray, mask: list[int])
         if not ok.any():
             continue
         src = _source([o[0].order for o in options], [o.order for o in combo], where, layout)
-        found.append((ok, np.unique(key_of[ok]), delta, src))
+        out.append(_Order(members[ok], seqs, key_of[ok], delta, src))
         counter.add(int(ok.sum()))
+    return out
+
+
+def _pieces(found: list[_Order], interner: PrefixInterner) -> list[_Piece]:
+    """The rows of every order ``found``, their prefixes reordered all at once (few per
+    order and gap pattern: the arrays pay only together)."""
     if not found:
         return []
-    # Every order's prefixes reordered at once (few per order: arrays pay only together).
-    used = np.concatenate([u for _, u, _, _ in found])
-    which = np.repeat(np.arange(len(found)), [len(u) for _, u, _, _ in found])
-    moved = interner.reordered(seqs[used], [src for *_, src in found], which)
+    used = [np.unique(o.key_of) for o in found]
+    which = np.repeat(np.arange(len(found)), [len(u) for u in used])
+    seqs = np.concatenate([o.seqs[u] for o, u in zip(found, used, strict=True)])
+    moved = interner.reordered(seqs, [o.src for o in found], which)
     out, at = [], 0
-    ids = np.zeros(len(seqs), dtype=np.int64)
-    for ok, u, delta, _ in found:
+    for o, u in zip(found, used, strict=True):
+        ids = np.zeros(len(o.seqs), dtype=np.int64)
         ids[u] = moved[at : at + len(u)]
         at += len(u)
-        keys = key_of[ok]
-        out.append(_Piece(members[ok], ids[keys], [(m, c, b[keys]) for m, c, b in delta]))
+        out.append(_Piece(o.members, ids[o.key_of], [(m, c, b[o.key_of]) for m, c, b in o.delta]))
     return out
 
 
