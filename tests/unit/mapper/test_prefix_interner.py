@@ -169,6 +169,7 @@ def _ids_and_prefixes_match(ops) -> None:
     loops = [[e[1] for e in x if e[0] == "loop"] for x in every]
     split = [len(set(v)) < len(v) for v in loops]
     assert p.splits_a_variable(np.arange(len(every))).tolist() == split
+    assert p.loop_counts(np.arange(len(every))[::-1]).tolist() == [len(v) for v in loops[::-1]]
     settled = p.settled(np.arange(len(every)))
     unmarked = p.unmarked(np.arange(len(every)))
     for q, x in enumerate(every):

@@ -52,9 +52,7 @@ class PrefixInterner(PrefixTrie):
 
     def loop_counts(self, ids: np.ndarray) -> np.ndarray:
         """Number of loops of each prefix ``ids``."""
-        return self._per_prefix(
-            "_loops", ids, lambda q: sum(e.kind == LOOP for e in self.prefixes[q])
-        )
+        return self._summed_along("_loops", ids, self._step_loops())
 
     def settled(self, ids: np.ndarray) -> np.ndarray:
         """Prefixes ``ids``, complete (their deepest fused node reached), with their
@@ -282,6 +280,13 @@ class PrefixInterner(PrefixTrie):
             levels.append(steps)
             above.append(q)
         return levels[::-1], above[::-1]
+
+    def _step_loops(self) -> np.ndarray:
+        """Loops per step id (grown as steps are added)."""
+        got = self.__dict__.setdefault("_loop_steps", array("q"))
+        steps = range(len(got), len(self._steps))
+        got.extend(sum(e.kind == LOOP for e in self._steps[k]) for k in steps)
+        return np.frombuffer(got, dtype=np.int64)
 
     def _step_length(self) -> array:
         """Entries per step id (grown as steps are added)."""

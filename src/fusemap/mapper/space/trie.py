@@ -5,7 +5,7 @@ and added one at a time or as arrays."""
 from __future__ import annotations
 
 from array import array
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from itertools import chain
 from typing import Any, TypeVar
 
@@ -57,7 +57,8 @@ class PrefixTrie:
 
     def __getstate__(self) -> dict:
         # caches, and the children (rebuilt from the parents and steps when needed)
-        skip = ("_loops", "_unmarked", "_children", "_step_ids", "_lengths", "_permuted")
+        skip = {"_loops", "_unmarked", "_children", "_step_ids", "_lengths", "_permuted"}
+        skip.add("_loop_steps")
         return {k: v for k, v in self.__dict__.items() if k not in skip}
 
     def __setstate__(self, state: dict) -> None:
@@ -134,15 +135,23 @@ class PrefixTrie:
             memo = self.__dict__[name] = grown
         return memo
 
-    def _per_prefix(self, name: str, ids: np.ndarray, of: Callable[[int], int]) -> np.ndarray:
-        """``of(id)`` for each prefix id of ``ids``, memoized per id (``of`` may use and
-        grow the same memo)."""
+    def _summed_along(self, name: str, ids: np.ndarray, per_step: np.ndarray) -> np.ndarray:
+        """Per prefix id of ``ids``, the sum of ``per_step`` over its steps, memoized
+        per id in the memo ``name`` (each worked out from its parent's, a level of the
+        trie at a time)."""
         ids = np.asarray(ids, dtype=np.int64)
-        memo = self._memo(name, len(self.prefixes))
-        for q in np.unique(ids[memo[ids] < 0]).tolist():
-            got = of(q)
-            self.__dict__[name][q] = got
-        return self.__dict__[name][ids]
+        memo = self._memo(name, len(self))
+        memo[0] = 0
+        parent = np.frombuffer(self._parent, dtype=np.int64)
+        levels, todo = [], np.unique(ids[memo[ids] < 0])
+        while len(todo):
+            levels.append(todo)
+            up = parent[todo]
+            todo = np.unique(up[memo[up] < 0])
+        step = np.frombuffer(self._step, dtype=np.int64)
+        for todo in reversed(levels):  # parents first
+            memo[todo] = memo[parent[todo]] + per_step[step[todo]]
+        return memo[ids]
 
     def _intern_canonical(self, prefix: Prefix) -> int:
         """The id of ``prefix``, canonical and of typed entries: its steps from the root."""
