@@ -28,7 +28,7 @@ from fusemap.mapper.tiling.gap_orders import (
     _gap_options,
     _passed,
     ordered_as_prefix,
-    with_gap_orders,
+    with_gap_orders_of,
 )
 from fusemap.model.evaluate import evaluate_mapping
 from fusemap.spec import mapping as M
@@ -301,14 +301,15 @@ def test_rows_of_one_marked_prefix_have_the_same_gaps(tmp_path, monkeypatch):
 
     seen = []
 
-    def spy(res, ctx, interner, counter):
-        if res.seq is not None and ctx.p_max > 0 and res.rows:
-            here, mids = res.gap_tiles(np.arange(res.rows))
-            masks = _looped_masks(res, here, mids)[:, : ctx.p_max]
-            seen.append((res.seq.copy(), masks, [interner.prefixes[q] for q in res.seq]))
-        return with_gap_orders(res, ctx, interner, counter)
+    def spy(results, contexts, interner, counter):
+        for res, ctx in zip(results, contexts, strict=True):
+            if res.seq is not None and ctx.p_max > 0 and res.rows:
+                here, mids = res.gap_tiles(np.arange(res.rows))
+                masks = _looped_masks(res, here, mids)[:, : ctx.p_max]
+                seen.append((res.seq.copy(), masks, [interner.prefixes[q] for q in res.seq]))
+        return with_gap_orders_of(results, contexts, interner, counter)
 
-    monkeypatch.setattr(O, "with_gap_orders", spy)
+    monkeypatch.setattr(O, "with_gap_orders_of", spy)
     spec = _middle_of_three_spec(tmp_path)
     config = replace(config_from_spec(spec), fusion=True)
     P.generate_pmappings(spec, "E1", objective="energy", config=config)

@@ -26,7 +26,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ..space.interner import PrefixInterner
-from ..tiling.gap_orders import GapContext, OrderCounter, with_gap_orders
+from ..tiling.gap_orders import GapContext, OrderCounter, with_gap_orders_of
 from ..tiling.result import TemplateResult
 from ..tiling.search import alone_with_nothing_held
 from ..tiling.tiler import TemplateTiler
@@ -64,14 +64,10 @@ class Ordering:
         kept: list[np.ndarray | None] = [None] * len(results)
         if self.prune:
             kept = rows_kept_before_orders(results, contexts, self.objective, self.alone)
-        out, sources = [], []
-        for r, k, ctx in zip(results, kept, contexts, strict=True):
-            src = np.arange(r.rows) if k is None else k
-            if k is not None:
-                r = r.compact(k)
-            r, idx = with_gap_orders(r, ctx, self.interner, counter)
-            out.append(_unmarked(r, self.interner))
-            sources.append(src[idx])
+        compacted = [r if k is None else r.compact(k) for r, k in zip(results, kept, strict=True)]
+        ordered = with_gap_orders_of(compacted, contexts, self.interner, counter)
+        out = _unmarked([r for r, _ in ordered], self.interner)
+        sources = [idx if k is None else k[idx] for (_, idx), k in zip(ordered, kept, strict=True)]
         return out, sources
 
     def table(self, results: list[TemplateResult]) -> PmappingTable:
@@ -143,9 +139,13 @@ class PrunedAsFinished:
         return held
 
 
-def _unmarked(result: TemplateResult, interner: PrefixInterner) -> TemplateResult:
-    """``result`` with the own-node marks taken out of its prefixes (its loop orders are
-    in: from here on, rows of one prefix compete whatever nodes lie among its loops)."""
-    if result.seq is None:
-        return result
-    return replace(result, seq=interner.unmarked(result.seq))
+def _unmarked(results: list[TemplateResult], interner: PrefixInterner) -> list[TemplateResult]:
+    """``results`` with the own-node marks taken out of their prefixes (their loop
+    orders are in: from here on, rows of one prefix compete whatever nodes lie among
+    its loops); all at once."""
+    fused = [r for r in results if r.seq is not None]
+    if not fused:
+        return results
+    seq = interner.unmarked(np.concatenate([r.seq for r in fused if r.seq is not None]))
+    parts = iter(np.split(seq, np.cumsum([r.rows for r in fused])[:-1]))
+    return [r if r.seq is None else replace(r, seq=next(parts)) for r in results]

@@ -92,29 +92,55 @@ def with_gap_orders(
     """``res`` with a row for every other loop order of its rows' prefix gaps, and per
     row of that, the row of ``res`` it is an order of (its own first: the canonical
     orders)."""
-    same = np.arange(res.rows)
+    return with_gap_orders_of([res], [ctx], interner, counter)[0]
+
+
+def with_gap_orders_of(
+    results: list[TemplateResult],
+    contexts: list[GapContext],
+    interner: PrefixInterner,
+    counter: OrderCounter,
+) -> list[tuple[TemplateResult, np.ndarray]]:
+    """:func:`with_gap_orders` of each result, the prefixes of all their orders
+    reordered in one call (few per order and gap pattern: the arrays pay only
+    together)."""
+    found = [_found(r, ctx, interner, counter) for r, ctx in zip(results, contexts, strict=True)]
+    flat = [o for f in found for o in f]
+    pieces = iter(_pieces(flat, interner))
+    out = []
+    for res, orders in zip(results, found, strict=True):
+        same = np.arange(res.rows)
+        mine = [next(pieces) for _ in orders]
+        if not mine:
+            out.append((res, same))
+            continue
+        idx = np.concatenate([same, *(p.rows for p in mine)])
+        out.append((_appended(res, mine, idx), idx))
+    return out
+
+
+def _found(
+    res: TemplateResult, ctx: GapContext, interner: PrefixInterner, counter: OrderCounter
+) -> list[_Order]:
+    """The other orders of ``res``'s rows whose prefix gaps hold two loops or more."""
     if res.seq is None or ctx.p_max < 1 or res.rows == 0:
-        return res, same
+        return []
     rows = np.flatnonzero(interner.loop_counts(res.seq) >= 2)  # two loops or more
     if len(rows) == 0:
-        return res, same
+        return []
     here, mids = res.gap_tiles(rows)
     masks = _looped_masks(res, here, mids)[:, : ctx.p_max]
     spatial = np.array([len(_spatial_in(res, j)) for j in range(ctx.p_max)], dtype=np.int64)
     several = (_popcount(masks) + spatial >= 2).any(axis=1)  # in one gap
     rows, masks = rows[several], masks[several]
     if len(rows) == 0:
-        return res, same
+        return []
     patterns, which = np.unique(masks, axis=0, return_inverse=True)
     which = which.ravel()
     found: list[_Order] = []
     for p, mask in enumerate(patterns.tolist()):
         found += _orders(res, ctx, interner, counter, rows[which == p], mask)
-    pieces = _pieces(found, interner)
-    if not pieces:
-        return res, same
-    idx = np.concatenate([same, *(p.rows for p in pieces)])
-    return _appended(res, pieces, idx), idx
+    return found
 
 
 class _Piece(NamedTuple):
@@ -168,8 +194,7 @@ def _orders(res, ctx, interner, counter, members: np.ndarray, mask: list[int]) -
 
 
 def _pieces(found: list[_Order], interner: PrefixInterner) -> list[_Piece]:
-    """The rows of every order ``found``, their prefixes reordered all at once (few per
-    order and gap pattern: the arrays pay only together)."""
+    """The rows of every order ``found``, their prefixes reordered all at once."""
     if not found:
         return []
     used = [np.unique(o.key_of) for o in found]
