@@ -172,14 +172,15 @@ class PrefixInterner(PrefixTrie):
     ) -> np.ndarray:
         """The ids of prefixes ``ids``, prefix ``ids[r]`` with its entry at position
         ``src[i]`` moved to position ``i`` (``src = srcs[which[r]]``; ``which`` None: all
-        the first): loops permuted within their runs (:meth:`intern_reordered` of each),
-        where every prefix of ``ids`` has the same steps' lengths (one layout).
+        the first): loops permuted within their runs (:meth:`intern_reordered` of each).
 
-        Worked out a step at a time for all of them, each from its deepest ancestor no
-        permutation changes: each distinct step permuted once, each level's children
-        looked up and added as arrays (prefix by prefix, from the root, this was 15% of
-        GPT-3's run at batch 64, 64 tokens, and then the orders of few prefixes at a time
-        47% of its second searches: all the orders of a gap pattern come at once)."""
+        The prefixes are grouped by layout (their steps' lengths; a permutation is of
+        positions in one layout), and each group worked out a step at a time, each row
+        from its deepest ancestor no permutation changes: each distinct (step,
+        permutation) once, each level's children looked up and added as arrays (prefix
+        by prefix, from the root, this was 15% of GPT-3's run at batch 64, 64 tokens,
+        and then the orders of few prefixes at a time 47% of its second searches: all
+        the orders a prune needs come in one call)."""
         ids = np.asarray(ids, dtype=np.int64)
         which = np.zeros(len(ids), dtype=np.int64) if which is None else np.asarray(which)
         out = np.empty(len(ids), dtype=np.int64)
