@@ -85,9 +85,8 @@ class PrunedAsFinished:
     every finished template's result cut to the rows whose orders the prune across
     templates keeps. A prune costs about the rows held (their orders are worked out
     again), so it waits for as many new rows: at twice what the last one kept, or
-    :data:`PRUNE_FROM_ROWS`, a prune that kept 350,000 rows would run again after 50,000 new
-    ones (in the batch-64 run's second search of QK the prunes took 7.5 times the final
-    ordering's time).
+    :data:`PRUNE_FROM_ROWS`, a prune that kept 350,000 rows would run again after
+    50,000 new ones.
 
     Relaxed twins (floors over the whole fused space) are left out, and the results of
     templates that fuse nothing and hold nothing are left whole (their cheapest rows

@@ -25,6 +25,12 @@ from .prefix import (
 
 _Trie = TypeVar("_Trie", bound="PrefixTrie")
 
+_NOT_SENT = frozenset(
+    ["_loops", "_unmarked", "_children", "_step_ids", "_lengths", "_permuted", "_loop_steps"]
+)
+"""Attributes a pickled trie leaves out: caches, and the children (rebuilt from the
+parents and steps when needed)."""
+
 
 class PrefixTrie:
     """Integer ids for fused prefixes (id 0 is the empty prefix).
@@ -56,10 +62,7 @@ class PrefixTrie:
         return len(self._parent)
 
     def __getstate__(self) -> dict:
-        # caches, and the children (rebuilt from the parents and steps when needed)
-        skip = {"_loops", "_unmarked", "_children", "_step_ids", "_lengths", "_permuted"}
-        skip.add("_loop_steps")
-        return {k: v for k, v in self.__dict__.items() if k not in skip}
+        return {k: v for k, v in self.__dict__.items() if k not in _NOT_SENT}
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
