@@ -64,11 +64,8 @@ def distinct_values(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndar
     each value's index among them. Hashed, then only the distinct values sorted (the
     hashing costs more than it saves when most values are distinct)."""
     values = np.asarray(values, dtype=np.int64)
-    if len(values) < HASHED_FROM:
-        uniq, at, inverse = np.unique(values, return_index=True, return_inverse=True)
-        return uniq, at, inverse.ravel()
-    codes, first = first_codes(values)
-    if 2 * len(first) > len(values):
+    codes, first = first_codes(values) if len(values) >= HASHED_FROM else (None, None)
+    if codes is None or first is None or 2 * len(first) > len(values):
         uniq, at, inverse = np.unique(values, return_index=True, return_inverse=True)
         return uniq, at, inverse.ravel()
     uniq = values[first]
