@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .distinct import distinct_values
+from .distinct import distinct_values, sorted_distinct
 from .joinable import Cost, OrderFreeKeys, RowKey, number_of
 from .space.interner import PrefixInterner
 from .space.templates import template_key
@@ -113,7 +113,7 @@ class KeysFound:
             grown = np.full(len(keys), -1, dtype=np.int64)
             grown[: len(self._numbers)] = self._numbers
             self._numbers = grown
-        for i in np.unique(index[self._numbers[index] < 0]).tolist():
+        for i in sorted_distinct(index[self._numbers[index] < 0]).tolist():
             self._numbers[i] = number_of(keys[i], self.keys, self._number)
         numbers = self._numbers[index]
         chunk = (numbers, np.asarray(energy, dtype=np.float64), np.asarray(latency, np.float64))

@@ -33,6 +33,7 @@ import numpy as np
 from ..spec import limits
 from ..spec.resolve import WorkloadInfo
 from ..spec.spec import Spec
+from .distinct import sorted_distinct
 from .join.bound import Bound
 from .pmappings.generate import generate_pmappings
 from .pmappings.table import PmappingTable
@@ -195,7 +196,7 @@ def merge_tables(a: PmappingTable, b: PmappingTable) -> PmappingTable:
     assert fa is not None and fb is not None
     ids = np.zeros(len(fb.interner.prefixes), dtype=np.int64)
     seqs = [fb.seq] + [r.seq for r in b.results if r.seq is not None]
-    for k in np.unique(np.concatenate(seqs)).tolist():  # the prefixes ``b`` still has
+    for k in sorted_distinct(np.concatenate(seqs)).tolist():  # the prefixes ``b`` still has
         ids[k] = fa.interner.intern(fb.interner.prefixes[k])
     results = [r if r.seq is None else replace(r, seq=ids[r.seq]) for r in b.results]
     memories = sorted(set(fa.buckets) | set(fb.buckets))

@@ -7,6 +7,22 @@ from __future__ import annotations
 import numpy as np
 
 
+def sorted_distinct(values: np.ndarray) -> np.ndarray:
+    """``np.unique(values)`` of an integer array (flattened): its distinct values, sorted.
+    By a sort and a comparison of neighbours: numpy 2.4's ``unique`` hashes when asked
+    for values alone, 10 to 45 times slower on millions of ids (2.8 s against 0.06 s for
+    four million mostly distinct ones)."""
+    values = np.asarray(values).ravel()
+    assert values.dtype.kind in "iub", values.dtype  # NaNs would need numpy's care
+    if len(values) < 2:
+        return values.copy()
+    out = np.sort(values)
+    new = np.empty(len(out), dtype=bool)
+    new[0] = True
+    np.not_equal(out[1:], out[:-1], out=new[1:])
+    return out[new]
+
+
 def unique_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The distinct rows of a 2-D integer array (sorted) and each row's index among
     them, as ``np.unique(rows, axis=0, return_inverse=True)``; rows of no column are

@@ -14,6 +14,7 @@ from fusemap.mapper.pmappings import ordered
 from fusemap.mapper.pmappings.generate import generate_pmappings
 from fusemap.mapper.space.config import config_from_spec
 from fusemap.mapper.space.templates import template_key
+from fusemap.mapper.tiling import search
 from fusemap.spec.resolve import resolve_workload
 from tests.support.ffm_cases import ffm_case
 
@@ -110,3 +111,32 @@ def test_rows_of_use_picked_as_templates_finish_are_those_of_the_whole_table(
         assert _fingerprint(table)[0] == kept, e.name
         assert shown
         assert 0 < len(kept) < len(whole)
+
+
+def test_each_templates_orders_are_worked_out_once(tmp_path, monkeypatch):
+    """A prune starts from the orders the last one held: a result it left as it is is
+    not ordered again (only those of templates that fuse and hold nothing, never cut,
+    are), and the tables stay those of one prune at the end (the test above)."""
+    spec = ffm_case(2, tmp_path, fanout=True, on_chip=False)
+    fresh: dict[int, int] = {}
+    reused = []
+    real_of, real = ordered.PrunedAsFinished.ordered_of, ordered.Ordering.ordered
+    calls = []
+
+    def spy_of(self, results, tilers):
+        calls.append(tilers)
+        return real_of(self, results, tilers)
+
+    def spy(self, results, contexts, counter, done=None):
+        for t, d in zip(calls[-1], done, strict=True):
+            if d is None and not search.alone_with_nothing_held(t):
+                fresh[id(t)] = fresh.get(id(t), 0) + 1
+            reused.append(d is not None)
+        return real(self, results, contexts, counter, done)
+
+    monkeypatch.setattr(ordered, "PRUNE_FROM_ROWS", 1)
+    monkeypatch.setattr(ordered.PrunedAsFinished, "ordered_of", spy_of)
+    monkeypatch.setattr(ordered.Ordering, "ordered", spy)
+    _tables(spec, "all")
+    assert fresh and max(fresh.values()) == 1
+    assert sum(reused) > len(fresh)

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 from fusemap.mapper import distinct
-from fusemap.mapper.distinct import distinct_values, first_codes, unique_rows
+from fusemap.mapper.distinct import distinct_values, first_codes, sorted_distinct, unique_rows
 
 
 def test_hand_worked_rows():
@@ -102,3 +102,17 @@ def _distinct_values_same_as_numpy(values):
     codes, at = first_codes(values)
     assert np.array_equal(values[at][codes], values)  # a code names one value
     assert len(at) == len(want) and np.all(np.diff(at) > 0)  # first appearances, in order
+
+
+def test_sorted_distinct_by_hand():
+    assert sorted_distinct(np.array([7, 3, 7, 9, 3, -1])).tolist() == [-1, 3, 7, 9]
+    assert sorted_distinct(np.array([[2, 2], [1, 2]])).tolist() == [1, 2]  # flattened
+    assert sorted_distinct(np.zeros(0, dtype=np.int64)).dtype == np.int64
+
+
+@settings(max_examples=300, deadline=None)
+@given(arrays(st.sampled_from([np.int64, np.int32, np.uint8, np.bool_]), st.integers(0, 60)))
+def test_sorted_distinct_same_as_numpy(values):
+    got = sorted_distinct(values)
+    assert got.dtype == values.dtype
+    assert np.array_equal(got, np.unique(values))

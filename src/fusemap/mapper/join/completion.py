@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...spec.resolve import WorkloadInfo
-from ..distinct import unique_rows
+from ..distinct import sorted_distinct, unique_rows
 from ..pmappings.table import PmappingTable
 from ..space.prefix import Compatibility
 
@@ -235,7 +235,7 @@ def _row_codes(table, picked: np.ndarray) -> tuple[list[str], np.ndarray, list[C
             {},
         )
     per_prefix, local, index = cache
-    seqs = np.unique(fusion.seq[picked])
+    seqs = sorted_distinct(fusion.seq[picked])
     for s in seqs[per_prefix[seqs, 0] == -2].tolist() if len(shared) else []:
         row = []  # (not through ``prefix_compat``: its cache is for the few the join asks)
         for c in fusion.interner.compatibility(s, fusion.shared, fusion.top):

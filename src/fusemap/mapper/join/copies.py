@@ -42,6 +42,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...spec.resolve import EinsumInfo, WorkloadInfo
+from ..distinct import sorted_distinct
 from ..space.prefix import LOOP, is_spatial
 from ..tiling.gap_orders import lowered_past
 
@@ -115,7 +116,7 @@ def copy_levels(
     if key not in cache:
         cache[key] = _Levels(len(table), tensors, shareable & mine, later & mine)
     levels = cache[key]
-    wanted = np.unique(table.template if rows is None else table.template[rows])
+    wanted = sorted_distinct(table.template if rows is None else table.template[rows])
     todo = [k for k in wanted.tolist() if k not in levels.done]
     if todo:
         levels.add(table, info, todo)

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from ..distinct import sorted_distinct
 from ..space.prefix import LOOP, Compatibility, is_hosting
 from .completion import prefix_compat
 from .copies import copy_levels
@@ -61,7 +62,7 @@ def table_pieces(
     rows = np.arange(len(inverse)) if allowed is None else np.flatnonzero(allowed)
     if len(rows) == 0:
         return []
-    needed = np.unique(inverse[rows])
+    needed = sorted_distinct(inverse[rows])
     if match is not None:
         tensors, wanted = frozenset(match[0]), match[1]
         joins = [

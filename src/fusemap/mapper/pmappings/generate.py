@@ -18,6 +18,7 @@ import numpy as np
 
 from ...spec.arch_eval import ArchEvaluator
 from ...spec.resolve import EinsumInfo, WorkloadInfo, resolve_workload
+from ..distinct import sorted_distinct
 from ..space.config import MapperConfig, config_from_spec
 from ..space.interner import PrefixInterner
 from ..space.templates import Template, join_memories, template_key, templates, top_memory
@@ -280,13 +281,11 @@ def _pruned_table(
     (energy pruned alone) are computed last, for the rows kept."""
     results = [r for r, _ in kept]
     if pruner is not None:
-        ordering = pruner.ordering
-        contexts = [t.gap_context() for _, t in kept]
-        results = ordering.ordered(results, contexts, pruner.counter())[0]
-        table = ordering.table(results)
+        results = pruner.ordered_of(results, [t for _, t in kept])[0]
+        table = pruner.ordering.table(results)
     else:
         table = combined_table(search.info.name, results, search.objective, search.shared)
-    for k in np.unique(table.template[np.isnan(table.latency)]):
+    for k in sorted_distinct(table.template[np.isnan(table.latency)]):
         rows = np.flatnonzero(table.template == k)  # energy pruned alone: latency last
         table.latency[rows] = kept[k][1].latency_of(results[k], table.row[rows])
     return table
@@ -296,11 +295,11 @@ def _compact(table: PmappingTable) -> None:
     """Keep only what the table refers to: the templates with rows (a tenth of them on
     GPT-3's Q), each with its rows' trail, and the prefixes its rows use (less to hold
     and to send back from a worker)."""
-    live = np.unique(table.template)
+    live = sorted_distinct(table.template)
     compacted = []
     for k in live.tolist():
         rows = np.flatnonzero(table.template == k)
-        used = np.unique(table.row[rows])
+        used = sorted_distinct(table.row[rows])
         compacted.append(table.results[k].compact(used))
         table.row[rows] = np.searchsorted(used, table.row[rows])
     table.results = compacted
@@ -347,7 +346,7 @@ def _keep_used_prefixes(table: PmappingTable) -> None:
     fusion = table.fusion
     assert fusion is not None
     seqs = [fusion.seq] + [r.seq for r in table.results if r.seq is not None]
-    used = np.unique(np.concatenate(seqs))
+    used = sorted_distinct(np.concatenate(seqs))
     interner, ids = fusion.interner.kept_only(used, PrefixInterner())
     table.results = [
         r if r.seq is None else replace(r, seq=ids[np.searchsorted(used, r.seq)])

@@ -25,6 +25,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from ..distinct import sorted_distinct
 from ..space.interner import PrefixInterner
 from ..tiling.gap_orders import GapContext, OrderCounter, with_gap_orders_of
 from ..tiling.result import TemplateResult
@@ -42,6 +43,36 @@ PRUNE_FROM_ROWS = 400_000
 finished so far are pruned across (:class:`PrunedAsFinished`); the tests set it low."""
 
 
+@dataclass(frozen=True)
+class HeldOrders:
+    """A template's result as a prune left it (``source``), and the rows with loop
+    orders that prune kept (``ordered``; ``rows``: each one's row of ``source``).
+
+    The next prune starts from these instead of every order of ``source`` again: an
+    order a prune dropped is dominated by (or equal to, and after) a row of the whole
+    search, so no later prune keeps it (the prune of a set holding every row no other
+    dominates keeps just those, whatever else the set holds)."""
+
+    source: TemplateResult
+    ordered: TemplateResult
+    rows: np.ndarray
+
+    def kept(self, kept: np.ndarray) -> HeldOrders:
+        """Only the orders ``kept`` (sorted rows of ``ordered``), ``source`` cut to the
+        rows they are orders of."""
+        rows = sorted_distinct(self.rows[kept])
+        source = self.source if len(rows) == self.source.rows else self.source.compact(rows)
+        ordered = self.ordered if len(kept) == self.ordered.rows else self.ordered.compact(kept)
+        return HeldOrders(source, ordered, np.searchsorted(rows, self.rows[kept]))
+
+    def cut_to(self, kept: np.ndarray | None) -> HeldOrders:
+        """Only the orders of the rows ``kept`` of ``source`` (sorted; None: all)."""
+        if kept is None:
+            return self
+        pick = np.flatnonzero(np.isin(self.rows, kept))
+        return HeldOrders(self.source, self.ordered.compact(pick), self.rows[pick])
+
+
 @dataclass
 class Ordering:
     """How the fused results of one Einsum's templates become one table: the rows
@@ -57,17 +88,34 @@ class Ordering:
     alone: bool  # the Einsum hosts nothing: rows that fuse nothing run alone
 
     def ordered(
-        self, results: list[TemplateResult], contexts: list[GapContext], counter: OrderCounter
+        self,
+        results: list[TemplateResult],
+        contexts: list[GapContext],
+        counter: OrderCounter,
+        done: list[HeldOrders | None] | None = None,
     ) -> tuple[list[TemplateResult], list[np.ndarray]]:
         """``results`` with their loop orders (own-node marks taken out of their
-        prefixes), and per row of each, the row of the given result behind it."""
+        prefixes), and per row of each, the row of the given result behind it. A result
+        with orders ``done`` (worked out by an earlier prune, of these very rows) is
+        not ordered again: its held orders are cut alike."""
+        done = done or [None] * len(results)
         kept: list[np.ndarray | None] = [None] * len(results)
         if self.prune:
             kept = rows_kept_before_orders(results, contexts, self.objective, self.alone)
-        compacted = [r if k is None else r.compact(k) for r, k in zip(results, kept, strict=True)]
-        ordered = with_gap_orders_of(compacted, contexts, self.interner, counter)
-        out = _unmarked([r for r, _ in ordered], self.interner)
-        sources = [idx if k is None else k[idx] for (_, idx), k in zip(ordered, kept, strict=True)]
+        fresh = [j for j, d in enumerate(done) if d is None]
+        compacted = [_cut(results[j], kept[j]) for j in fresh]
+        found = with_gap_orders_of(compacted, [contexts[j] for j in fresh], self.interner, counter)
+        unmarked = iter(_unmarked([r for r, _ in found], self.interner))
+        picked = iter([_behind(idx, kept[j]) for j, (_, idx) in zip(fresh, found, strict=True)])
+        out, sources = [], []
+        for d, k in zip(done, kept, strict=True):
+            if d is None:
+                out.append(next(unmarked))
+                sources.append(next(picked))
+            else:
+                held = d.cut_to(k)
+                out.append(held.ordered)
+                sources.append(held.rows)
         return out, sources
 
     def table(self, results: list[TemplateResult]) -> PmappingTable:
@@ -83,10 +131,10 @@ class PrunedAsFinished:
     result cut to its ``useful`` rows; with ``prune``, when the rows held pass what the
     last prune kept by :data:`PRUNE_FROM_ROWS` (or by as many as it kept, if more),
     every finished template's result cut to the rows whose orders the prune across
-    templates keeps. A prune costs about the rows held (their orders are worked out
-    again), so it waits for as many new rows: at twice what the last one kept, or
-    :data:`PRUNE_FROM_ROWS`, a prune that kept 350,000 rows would run again after
-    50,000 new ones.
+    templates keeps. Each result's orders are worked out once, at the first prune
+    that sees it (:class:`HeldOrders`), but every prune compares all the orders held,
+    so it waits for as many new rows as the last one kept (at least
+    :data:`PRUNE_FROM_ROWS`).
 
     Relaxed twins (floors over the whole fused space) are left out, and the results of
     templates that fuse nothing and hold nothing are left whole (their cheapest rows
@@ -98,6 +146,9 @@ class PrunedAsFinished:
         self.ordering, self.counter, self.useful = ordering, counter, useful
         self.held = 0  # rows of the results finished so far
         self.next_at = PRUNE_FROM_ROWS
+        # Per tiler (by identity; the tiler kept so its id stays its own), the orders of
+        # its result the last prune kept.
+        self.held_orders: dict[int, tuple[TemplateTiler, HeldOrders]] = {}
 
     def __call__(
         self, tilers: list[TemplateTiler], out: list[TemplateResult | None], i: int
@@ -116,14 +167,13 @@ class PrunedAsFinished:
 
     def prune(self, tilers: list[TemplateTiler], out: list[TemplateResult | None]) -> int:
         """Cut the results of ``out`` to the rows some order of which the prune across
-        them keeps; the rows held after."""
+        them keeps, and their held orders to those it keeps; the rows held after."""
         idx, results = [], []
         for k, r in enumerate(out):
             if r is not None and r.rows and not tilers[k].relaxed:
                 idx.append(k)
                 results.append(r)
-        contexts = [tilers[k].gap_context() for k in idx]
-        ordered, sources = self.ordering.ordered(results, contexts, self.counter())
+        ordered, sources = self.ordered_of(results, [tilers[k] for k in idx])
         table = self.ordering.table(ordered)
         order = np.argsort(table.template, kind="stable")
         starts = np.searchsorted(table.template[order], np.arange(len(idx) + 1))
@@ -131,11 +181,34 @@ class PrunedAsFinished:
         for j, k in enumerate(idx):
             r = results[j]
             if not alone_with_nothing_held(tilers[k]):
-                rows = np.unique(sources[j][table.row[order[starts[j] : starts[j + 1]]]])
-                if len(rows) < r.rows:
-                    r = out[k] = r.compact(rows)
+                kept = sorted_distinct(table.row[order[starts[j] : starts[j + 1]]])
+                orders = HeldOrders(r, ordered[j], sources[j]).kept(kept)
+                r = out[k] = orders.source
+                self.held_orders[id(tilers[k])] = (tilers[k], orders)
             held += r.rows
         return held
+
+    def ordered_of(
+        self, results: list[TemplateResult], tilers: list[TemplateTiler]
+    ) -> tuple[list[TemplateResult], list[np.ndarray]]:
+        """:meth:`Ordering.ordered` of ``results`` (of ``tilers``), starting from the
+        orders the last prune held where it left a result as it is."""
+        done = []
+        for r, t in zip(results, tilers, strict=True):
+            _, held = self.held_orders.get(id(t), (None, None))
+            done.append(held if held is not None and held.source is r else None)
+        contexts = [t.gap_context() for t in tilers]
+        return self.ordering.ordered(results, contexts, self.counter(), done)
+
+
+def _cut(result: TemplateResult, kept: np.ndarray | None) -> TemplateResult:
+    """``result``'s rows ``kept`` (None: all)."""
+    return result if kept is None else result.compact(kept)
+
+
+def _behind(idx: np.ndarray, kept: np.ndarray | None) -> np.ndarray:
+    """The rows behind ``idx``, rows of a result cut to its rows ``kept`` (None: all)."""
+    return idx if kept is None else kept[idx]
 
 
 def _unmarked(results: list[TemplateResult], interner: PrefixInterner) -> list[TemplateResult]:

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..distinct import distinct_values, first_codes
+from ..distinct import distinct_values, first_codes, sorted_distinct
 from .prefix import (
     BACK,
     LOOP,
@@ -77,7 +77,7 @@ class PrefixInterner(PrefixTrie):
         of GPT-3's QK check at batch 64)."""
         ids = np.asarray(ids, dtype=np.int64)
         marked = (np.frombuffer(self._flags, dtype=np.uint8)[ids] & MARKED) > 0
-        asked = np.unique(ids[marked])
+        asked = sorted_distinct(ids[marked])
         unknown = asked[self._memo("_unmarked", len(self))[asked] < 0]
         if len(unknown) < BATCH_FROM:  # a few: one at a time costs less than the arrays
             for q in unknown.tolist():
@@ -132,8 +132,8 @@ class PrefixInterner(PrefixTrie):
         while len(frontier):
             found.append(frontier)
             parents = np.frombuffer(self._parent, dtype=np.int64)[frontier]
-            frontier = np.unique(parents[self._unmarked_of(parents) < 0])
-        return np.unique(np.concatenate(found)) if found else ids[:0]
+            frontier = sorted_distinct(parents[self._unmarked_of(parents) < 0])
+        return sorted_distinct(np.concatenate(found)) if found else ids[:0]
 
     def _unmark_steps(self, ids: np.ndarray, under: np.ndarray) -> np.ndarray:
         """The unmarked ids of ``ids``, whose parents' unmarked ids are ``under``."""

@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from ..distinct import sorted_distinct
 from .child_index import ChildIndex
 from .prefix import (
     BACK,
@@ -79,10 +80,10 @@ class PrefixTrie:
         parent = np.frombuffer(self._parent, dtype=np.int64)
         keep = np.zeros(len(self), dtype=bool)
         keep[0] = True
-        todo = np.unique(ids[ids > 0])
+        todo = sorted_distinct(ids[ids > 0])
         while len(todo):  # a level of ancestors at a time (the root is kept)
             keep[todo] = True
-            todo = np.unique(parent[todo])
+            todo = sorted_distinct(parent[todo])
             todo = todo[~keep[todo]]
         old = np.flatnonzero(keep)
         new_of = np.cumsum(keep) - 1
@@ -146,11 +147,11 @@ class PrefixTrie:
         memo = self._memo(name, len(self))
         memo[0] = 0
         parent = np.frombuffer(self._parent, dtype=np.int64)
-        levels, todo = [], np.unique(ids[memo[ids] < 0])
+        levels, todo = [], sorted_distinct(ids[memo[ids] < 0])
         while len(todo):
             levels.append(todo)
             up = parent[todo]
-            todo = np.unique(up[memo[up] < 0])
+            todo = sorted_distinct(up[memo[up] < 0])
         step = np.frombuffer(self._step, dtype=np.int64)
         for todo in reversed(levels):  # parents first
             memo[todo] = memo[parent[todo]] + per_step[step[todo]]

@@ -39,6 +39,7 @@ from ...model.rules import lowered_past
 from ...spec import limits
 from ...spec import mapping as M
 from ...spec.errors import FusemapError, Location
+from ..distinct import sorted_distinct
 from ..space.interner import PrefixInterner
 from ..space.prefix import LOOP, SpatialTile
 from ..space.templates import Holder
@@ -197,7 +198,7 @@ def _pieces(found: list[_Order], interner: PrefixInterner) -> list[_Piece]:
     """The rows of every order ``found``, their prefixes reordered all at once."""
     if not found:
         return []
-    used = [np.unique(o.key_of) for o in found]
+    used = [sorted_distinct(o.key_of) for o in found]
     which = np.repeat(np.arange(len(found)), [len(u) for u in used])
     seqs = np.concatenate([o.seqs[u] for o, u in zip(found, used, strict=True)])
     moved = interner.reordered(seqs, [o.src for o in found], which)

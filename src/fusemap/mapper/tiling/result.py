@@ -6,6 +6,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from ..distinct import sorted_distinct
 from ..space.spatial import SpatialLoop
 from ..space.templates import Holder, Template
 from .columns import Column
@@ -74,7 +75,7 @@ class TemplateResult:
         for j in range(len(mids), 0, -1):
             sizes[j], mids[j - 1] = sizes[j][keep], mids[j - 1][keep]
             par = parents[j - 1][keep]
-            keep = np.unique(par)
+            keep = sorted_distinct(par)
             parents[j - 1] = np.searchsorted(keep, par)
         sizes[0] = sizes[0][keep]
         pick = {m: v[rows] for m, v in self.reservations.items()}

@@ -25,6 +25,7 @@ import numpy as np
 from ...model.rules import shares_parent_transfer, skips_first_reads, starts_partial_sums
 from ...spec.arch_eval import FlatArch
 from ...spec.resolve import EinsumInfo
+from ..distinct import sorted_distinct
 from ..space.spatial import SpatialLoop
 from ..space.templates import Template
 from .columns import OPERATIONS
@@ -272,7 +273,7 @@ class UnevenCounts:
             within = np.arange(len(pick)) - np.repeat(np.cumsum(count) - count, count)
             tiles = values[np.repeat(offsets[tiles], count) + within]
             origin = origin[pick]
-        return cands[np.unique(origin)]
+        return cands[sorted_distinct(origin)]
 
     def ids(self, state: np.ndarray) -> np.ndarray:
         """One integer per distinct state (rows with equal tiles but other states face
