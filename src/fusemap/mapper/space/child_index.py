@@ -17,7 +17,9 @@ import numpy as np
 
 RECENT_UP_TO = 1 << 20
 """Children the hash table holds before they are merged into the arrays (its slots, at
-most twice as many, take 16 bytes each)."""
+most twice as many, take 16 bytes each), or an eighth of the arrays' if more: each merge
+copies the arrays, so merges come less often as they grow (at most a quarter more
+memory than the arrays alone)."""
 
 EMPTY = -1  # a free slot (keys are at least 0)
 SMALLEST = 6  # a table starts with 2**6 slots
@@ -129,7 +131,7 @@ class ChildIndex:
             self._grow(need)
         _insert(self._slot_keys, self._slot_ids, self._bits, keys, ids)
         self._recent += len(keys)
-        if self._recent > RECENT_UP_TO:
+        if self._recent > max(RECENT_UP_TO, len(self._keys) // 8):
             self._merge()
 
     def add_one(self, key: int, q: int) -> None:
@@ -153,17 +155,21 @@ class ChildIndex:
         keys, ids = self._held()
         self._empty_table(SMALLEST)
         order = np.argsort(keys)
-        keys, ids = keys[order], ids[order]
-        at = self._keys.searchsorted(keys) + np.arange(len(keys))  # places in the merge
-        old = np.ones(len(self._keys) + len(keys), dtype=bool)
-        old[at] = False
-        self._keys = _merged(self._keys, keys, at, old)
-        self._ids = _merged(self._ids, ids, at, old)
+        self._keys, self._ids = _merged(self._keys, self._ids, keys[order], ids[order])
 
 
-def _merged(old: np.ndarray, new: np.ndarray, at: np.ndarray, where_old: np.ndarray):
-    """``old`` with ``new`` at places ``at`` of the result (``where_old``: the others)."""
-    out = np.empty(len(where_old), dtype=np.int64)
-    out[where_old] = old
-    out[at] = new
-    return out
+@numba.njit(cache=True)
+def _merged(old_keys, old_ids, new_keys, new_ids):
+    """Two sorted runs of distinct keys (and their ids) merged into one."""
+    n, m = len(old_keys), len(new_keys)
+    keys = np.empty(n + m, dtype=np.int64)
+    ids = np.empty(n + m, dtype=np.int64)
+    i = j = 0
+    for k in range(n + m):
+        if j == m or (i < n and old_keys[i] < new_keys[j]):
+            keys[k], ids[k] = old_keys[i], old_ids[i]
+            i += 1
+        else:
+            keys[k], ids[k] = new_keys[j], new_ids[j]
+            j += 1
+    return keys, ids

@@ -132,15 +132,20 @@ def _found(
     here, mids = res.gap_tiles(rows)
     masks = _looped_masks(res, here, mids)[:, : ctx.p_max]
     spatial = np.array([len(_spatial_in(res, j)) for j in range(ctx.p_max)], dtype=np.int64)
-    several = (_popcount(masks) + spatial >= 2).any(axis=1)  # in one gap
-    rows, masks = rows[several], masks[several]
+    loops = _popcount(masks)
+    several = (loops + spatial >= 2).any(axis=1)  # in one gap
+    rows, masks, loops = rows[several], masks[several], loops[several]
     if len(rows) == 0:
         return []
-    patterns, which = np.unique(masks, axis=0, return_inverse=True)
-    which = which.ravel()
+    # A gap of one loop or none has one order: only its count matters, not its variable.
+    key = np.where(loops + spatial >= 2, masks, -1 - loops)
+    _, first, which = np.unique(key, axis=0, return_index=True, return_inverse=True)
+    by_pattern = rows[np.argsort(which.ravel(), kind="stable")]
+    starts = np.concatenate([[0], np.cumsum(np.bincount(which.ravel(), minlength=len(first)))])
     found: list[_Order] = []
-    for p, mask in enumerate(patterns.tolist()):
-        found += _orders(res, ctx, interner, counter, rows[which == p], mask)
+    for p, at in enumerate(first.tolist()):
+        members = by_pattern[starts[p] : starts[p + 1]]
+        found += _orders(res, ctx, interner, counter, members, masks[at].tolist())
     return found
 
 
