@@ -196,8 +196,8 @@ def merge_tables(a: PmappingTable, b: PmappingTable) -> PmappingTable:
     assert fa is not None and fb is not None
     ids = np.zeros(len(fb.interner.prefixes), dtype=np.int64)
     seqs = [fb.seq] + [r.seq for r in b.results if r.seq is not None]
-    for k in sorted_distinct(np.concatenate(seqs)).tolist():  # the prefixes ``b`` still has
-        ids[k] = fa.interner.intern(fb.interner.prefixes[k])
+    used = sorted_distinct(np.concatenate(seqs))  # the prefixes ``b`` still has
+    ids[used] = fb.interner.copied_into(used, fa.interner)
     results = [r if r.seq is None else replace(r, seq=ids[r.seq]) for r in b.results]
     memories = sorted(set(fa.buckets) | set(fb.buckets))
     width = {m: max(f.buckets[m].shape[1] for f in (fa, fb) if m in f.buckets) for m in memories}

@@ -155,6 +155,12 @@ def _ids_and_prefixes_match(ops) -> None:
             getattr(p, op)(np.array([pick % len(p.prefixes)]))
         elif op == "keep":
             ids = np.array([q for q in range(len(p)) if pick >> (q % 17) & 1], dtype=np.int64)
+            other = PrefixInterner()  # some of the ancestors there already, other ids
+            for q in ids[::-1][:3].tolist():
+                other.intern(p.prefixes[q][: len(p.prefixes[q]) // 2])
+            got = p.copied_into(ids, other)
+            assert [other.prefixes[q] for q in got.tolist()] == [p.prefixes[q] for q in ids]
+            assert all(other.intern(other.prefixes[q]) == q for q in range(len(other)))
             kept, new = p.kept_only(ids, PrefixInterner())
             assert [kept.prefixes[q] for q in new.tolist()] == [p.prefixes[q] for q in ids]
             ancestors = {x[:i] for x in (p.prefixes[q] for q in ids) for i in range(len(x) + 1)}

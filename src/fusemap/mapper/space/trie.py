@@ -99,6 +99,36 @@ class PrefixTrie:
         out._children = None  # rebuilt from the parents and steps when needed
         return out, new_of[ids]
 
+    def copied_into(self, ids: np.ndarray, other: PrefixTrie) -> np.ndarray:
+        """Each of ``ids``' id in ``other``, the prefixes and their ancestors added to it
+        where new: a level of the trie at a time, as arrays (no prefix rebuilt; one at a
+        time, merging a table into another's interner was 8% of GPT-3's batch-64 run)."""
+        ids = np.asarray(ids, dtype=np.int64)
+        parent = np.frombuffer(self._parent, dtype=np.int64)
+        keep = np.zeros(len(self), dtype=bool)
+        todo = sorted_distinct(ids[ids > 0])
+        while len(todo):  # the ids and their ancestors (the root left out)
+            keep[todo] = True
+            todo = sorted_distinct(parent[todo])
+            todo = todo[(todo > 0) & ~keep[todo]]
+        kept = np.flatnonzero(keep)
+        depth = np.zeros(len(self), dtype=np.int64)
+        while True:  # a parent's id is below its children's: settles within the depth
+            deeper = depth[parent[kept]] + 1
+            if np.array_equal(deeper, depth[kept]):
+                break
+            depth[kept] = deeper
+        steps = np.frombuffer(self._step, dtype=np.int64)[kept]
+        used, steps = np.unique(steps, return_inverse=True)
+        theirs = np.array([other._step_id(self._steps[k]) for k in used.tolist()], dtype=np.int64)
+        steps = theirs[steps.ravel()]
+        new = np.zeros(len(self), dtype=np.int64)
+        for level in range(1, int(depth[kept].max(initial=0)) + 1):
+            at = np.flatnonzero(depth[kept] == level)
+            q = kept[at]
+            new[q] = other._children_of(new[parent[q]], steps[at])
+        return new[ids]
+
     def prefix(self, q: int) -> Prefix:
         """The prefix of id ``q``, rebuilt from its steps."""
         steps = []
