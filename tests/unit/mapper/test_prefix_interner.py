@@ -176,6 +176,7 @@ def _ids_and_prefixes_match(ops) -> None:
     split = [len(set(v)) < len(v) for v in loops]
     assert p.splits_a_variable(np.arange(len(every))).tolist() == split
     assert p.loop_counts(np.arange(len(every))[::-1]).tolist() == [len(v) for v in loops[::-1]]
+    _compatibility_as_read_from_each_prefix(p, every)
     settled = p.settled(np.arange(len(every)))
     unmarked = p.unmarked(np.arange(len(every)))
     for q, x in enumerate(every):
@@ -184,6 +185,23 @@ def _ids_and_prefixes_match(ops) -> None:
         kept = plain if max(map(len, runs)) < 2 else x  # marks go where no gap holds two
         assert p.prefixes[int(settled[q])] == kept
         assert p.prefixes[int(unmarked[q])] == plain
+
+
+def _compatibility_as_read_from_each_prefix(p: PrefixInterner, every: list) -> None:
+    """Per tensor a node holds, the last such node's memory and the loops above it;
+    the top memory, no loop, for the others."""
+    shared = frozenset({e[1] for x in every for e in x if e[0] != "loop"} | {"unused"})
+    top = {t: "top" for t in shared}
+    for q in range(len(every)):
+        loops: list = []
+        held: dict = {}
+        for e in every[q]:
+            if e[0] == "loop":
+                loops.append((e[1], e[2]))
+            else:
+                held[e[1]] = (e[1], e[2], tuple(loops))
+        want = [held.get(t, (t, "top", ())) for t in sorted(shared)]
+        assert [tuple(c) for c in p.compatibility(q, shared, top)] == want
 
 
 def test_a_split_is_found_past_the_bits_of_an_integer():
