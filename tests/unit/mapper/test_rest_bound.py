@@ -336,6 +336,45 @@ def test_a_front_floor_by_hand():
     assert got.tolist() == [0.0, 1.0, 2.0, 2.0, 1.0, np.inf, 0.0]
 
 
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.integers(1, 4), min_size=1, max_size=4).flatmap(
+        lambda radix: st.tuples(
+            st.just(radix),
+            st.lists(
+                st.tuples(
+                    st.integers(0, int(np.prod(radix)) - 1),
+                    st.sampled_from([0.5, 1.0, 2.0, 3.0, 1e30]),
+                ),
+                max_size=12,
+            ),
+        )
+    )
+)
+def test_a_front_floor_is_the_least_over_shapes_no_larger(case):
+    """Against every code's least read from the rows one by one: a row counts where its
+    index in each variable is no larger (codes of mixed radix, last variable fastest)."""
+    radix, rows = case
+    front = Front(
+        state=np.array([c for c, _ in rows], dtype=np.int64),
+        crit=np.array([[e] for _, e in rows]).reshape(-1, 1),
+        mids=np.zeros(len(rows), dtype=np.int64), child=np.zeros(len(rows), dtype=np.int64),
+    )  # fmt: skip
+    floor = FrontFloor.of(front, np.array(radix), lambda sizes: sizes)
+    if not rows:
+        assert floor.least is None and floor.overall == np.inf
+        return
+    codes = list(itertools.product(*(range(r) for r in radix)))  # in code order
+    want = [
+        min((e for c, e in rows if _no_larger(codes[c], code)), default=np.inf) for code in codes
+    ]
+    assert floor.least.tolist() == want
+
+
+def _no_larger(shape: tuple, than: tuple) -> bool:
+    return all(a <= b for a, b in zip(shape, than, strict=True))
+
+
 def test_a_floor_of_the_shape_itself_loses_rows(tmp_path, monkeypatch):
     """The equality tests can fail: a floor taking only the front rows of the row's own
     tile shape (not of every smaller one the nodes between may leave) loses rows."""

@@ -18,6 +18,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import numba
 import numpy as np
 
 from .fronts import Front
@@ -44,12 +45,10 @@ class FrontFloor:
         cells = math.prod(int(r) for r in radix)
         if not len(energy) or cells > MAX_CELLS:
             return cls(overall, None, encode)
-        grid = np.full(cells, np.inf)
-        np.minimum.at(grid, front.state, energy)
-        grid = grid.reshape([int(r) for r in radix])
-        for axis in range(grid.ndim):
-            grid = np.minimum.accumulate(grid, axis=axis)
-        return cls(overall, grid.reshape(-1), encode)
+        state = np.ascontiguousarray(front.state, dtype=np.int64)
+        energy = np.ascontiguousarray(energy, dtype=np.float64)
+        grid = _running_least(state, energy, np.asarray(radix, dtype=np.int64), cells)
+        return cls(overall, grid, encode)
 
     def above_overall(self, sizes: np.ndarray) -> np.ndarray:
         """Per row of tile ``sizes`` above the fused node, how much its floor passes
@@ -58,3 +57,24 @@ class FrontFloor:
             return np.zeros(len(sizes))
         code = self.encode(sizes)
         return np.where(code >= 0, self.least[np.maximum(code, 0)] - self.overall, 0.0)
+
+
+@numba.njit(cache=True)
+def _running_least(state, energy, radix, cells):
+    """The grid of codes of mixed radix ``radix`` (last variable fastest): per code, the
+    least ``energy`` of the rows whose ``state`` code is no larger in any variable.
+    Compiled: numpy's ``minimum.at`` and an ``accumulate`` per axis cost 0.28 ms a
+    front, 9,295 fronts in GPT-3's 2,048-token run."""
+    grid = np.full(cells, np.inf)
+    for i in range(len(state)):
+        if energy[i] < grid[state[i]]:
+            grid[state[i]] = energy[i]
+    stride = 1
+    for axis in range(len(radix) - 1, -1, -1):  # a running minimum along each axis
+        block = stride * radix[axis]
+        for base in range(0, cells, block):
+            for at in range(base + stride, base + block):
+                if grid[at - stride] < grid[at]:
+                    grid[at] = grid[at - stride]
+        stride = block
+    return grid
