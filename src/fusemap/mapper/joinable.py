@@ -231,6 +231,22 @@ def renamed_key(key: RowKey, tensors: dict[str, str], variables: dict[str, str])
     return tuple(sorted(out))
 
 
+def renamed_keys(
+    keys: Iterable[RowKey], tensors: dict[str, str], variables: dict[str, str]
+) -> list[RowKey]:
+    """:func:`renamed_key` of each of ``keys``, each tensor key renamed once (millions of
+    check keys share a few thousand)."""
+    memo: dict[TensorKey, TensorKey] = {}
+
+    def renamed(tk: TensorKey) -> TensorKey:
+        got = memo.get(tk)
+        if got is None:
+            got = memo[tk] = renamed_key((tk,), tensors, variables)[0]
+        return got
+
+    return [tuple(sorted(renamed(tk) for tk in key)) for key in keys]
+
+
 @dataclass(frozen=True)
 class CostBound:
     """What the semi-join also asks of a key (:func:`joinable`): ``least``, per Einsum, a
@@ -272,7 +288,8 @@ def joinable(
         default[n] = table_key_costs(tables[n])
     alive = {b: set(keys) for b, keys in found.items()}
     renamed = {  # each check key as each Einsum of its table sees it (once: rounds reuse)
-        n: [(k, renamed_key(k, *renamings[n])) for k in found.get(b, {})] for n, b in names.items()
+        n: list(zip(found.get(b, {}), renamed_keys(found.get(b, {}), *renamings[n]), strict=True))
+        for n, b in names.items()
     }
     while True:
         live = {n: [(k, key) for k, key in renamed[n] if k in alive[names[n]]] for n in renamed}

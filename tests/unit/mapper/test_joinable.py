@@ -17,6 +17,7 @@ from fusemap.mapper.joinable import (
     joinable,
     order_free_keys,
     renamed_key,
+    renamed_keys,
 )
 from fusemap.mapper.space.interner import PrefixInterner
 from fusemap.mapper.space.prefix import (
@@ -80,6 +81,18 @@ def test_a_renamed_key_renames_tensors_and_variables_and_sorts_again():
     assert renamed_key(key, {"T1": "U"}, {"a": "z", "b": "c"}) == (
         ("U", "GB", (("c", 4, ""), ("z", 2, ""))),
     )
+
+
+def test_keys_renamed_together_are_each_renamed_alone():
+    """Tensor keys shared by several keys are renamed once, the keys sorted again by
+    their new tensor names (T2 becomes A: first)."""
+    t1 = ("T1", "GB", (("a", 2, ""),))
+    t2 = ("T2", "DRAM", (("b", 4, ""), ("a", 2, "")))
+    keys = [(t1, t2), (t1,), (t2,), (t1, t2)]
+    tensors, variables = {"T1": "U", "T2": "A"}, {"a": "z"}
+    got = renamed_keys(keys, tensors, variables)
+    assert got == [renamed_key(k, tensors, variables) for k in keys]
+    assert got[0] == (("A", "DRAM", (("b", 4, ""), ("z", 2, ""))), ("U", "GB", (("z", 2, ""),)))
 
 
 def _table(shared: list[str], prefixes: list[tuple], energy: list[float] | None = None):
