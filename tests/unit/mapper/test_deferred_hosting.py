@@ -19,6 +19,7 @@ import pytest
 from fusemap.mapper import ffm
 from fusemap.mapper.deferred_hosting import DeferredHosting, base_key, merge_tables
 from fusemap.mapper.ffm import _orders, fusion_plan, map_workload
+from fusemap.mapper.join.completion import prefix_compat
 from fusemap.mapper.join.dependencies import FusionRules
 from fusemap.mapper.outcome import MapStatistics
 from fusemap.mapper.pmappings.generate import generate_pmappings
@@ -114,6 +115,27 @@ def test_merge_keeps_every_row_and_its_prefix(tmp_path):
             assert m.mapping(off + i) == t.mapping(i)
             got = m.fusion.interner.prefixes[int(m.fusion.seq[off + i])]
             assert got == t.fusion.interner.prefixes[int(t.fusion.seq[i])]
+
+
+def test_a_merged_table_reads_the_compatibilities_asked_of_the_first(tmp_path):
+    """The join asks each table's prefixes their compatibility, memoized on the
+    interner: the table merged with more rows keeps it (the first table's answers are
+    not worked out again), and every answer is the prefix's own."""
+    spec = _spec(0, tmp_path)
+    wl, arch, config = _config(spec)
+    kw = dict(objective="energy", config=config, workload=wl, arch=arch)
+    a = generate_pmappings(spec, "E1", only=lambda i, t: not marked(t), **kw)
+    b = generate_pmappings(spec, "E1", only=lambda i, t: marked(t), **kw)
+    assert len(a) and len(b)
+    asked = [prefix_compat(a, int(q)) for q in a.fusion.seq]
+    m = merge_tables(a, b)
+    assert m.fusion.interner is a.fusion.interner
+    f = m.fusion
+    memo = f.interner.memo_of(("compat", f.shared, tuple(sorted(f.top.items()))))
+    assert set(memo) == {int(q) for q in a.fusion.seq}  # asked of ``a`` only, so far
+    assert [prefix_compat(m, int(q)) for q in f.seq[: len(a)]] == asked
+    for q in f.seq.tolist():
+        assert prefix_compat(m, q) == f.interner.compatibility(q, f.shared, f.top)
 
 
 @pytest.mark.parametrize("seed", slow_except(SEEDS, fast=[2]))

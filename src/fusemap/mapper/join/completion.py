@@ -39,13 +39,14 @@ back to each Einsum's least alone (a bound too, only weaker)."""
 
 def prefix_compat(table: PmappingTable, seq: int) -> tuple[Compatibility, ...]:
     """The compatibility of one fused prefix of the table, per shared tensor (sorted).
-    Cached on the table: every join (order, cap) asks again."""
-    cache = table.__dict__.setdefault("_compat_cache", {})
-    got = cache.get(seq)
+    Memoized on the table's interner: every join (order, cap) asks again, of tables
+    merged with more rows between caps (they keep the interner)."""
+    fusion = table.fusion
+    assert fusion is not None
+    memo = fusion.interner.memo_of(("compat", fusion.shared, tuple(sorted(fusion.top.items()))))
+    got = memo.get(seq)
     if got is None:
-        fusion = table.fusion
-        assert fusion is not None
-        got = cache[seq] = fusion.interner.compatibility(seq, fusion.shared, fusion.top)
+        got = memo[seq] = fusion.interner.compatibility(seq, fusion.shared, fusion.top)
     return got
 
 

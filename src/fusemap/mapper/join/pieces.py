@@ -74,13 +74,8 @@ def table_pieces(
         if len(rows) == 0:
             return []
     copies = copy_levels(table, workload, multi, set(shareable), later, rows)
-    bits_of: dict[tuple, float] = {}  # fused tile bits by tensor, memory and tile shape
     # Per fused prefix with a row to join (a capped join allows few): its place in the order.
-    meta = {
-        int(k): _prefix_place(j, int(seqs[k]), table, info, arch, workload, accessors,
-                              memories, bits_of)
-        for k in needed.tolist()
-    }  # fmt: skip
+    meta = _places(j, order, table, seqs, needed, (info, arch, workload, accessors, memories))
     # Rows whose own copies of tensors used elsewhere sit on different open levels join
     # differently: one piece per (prefix, pattern of those levels, deeper ones left out).
     deepest = np.zeros(len(seqs), dtype=np.int64)
@@ -129,6 +124,29 @@ def _lexicographic_ids(columns: np.ndarray) -> np.ndarray:
         return key
     _, ids = np.unique(columns.T, axis=0, return_inverse=True)
     return ids.ravel()
+
+
+def _places(j, order, table, seqs: np.ndarray, needed: np.ndarray, where: tuple) -> dict:
+    """Per index ``k`` of ``needed``, :func:`_prefix_place` of prefix ``seqs[k]``
+    (``where``: info, arch, workload, accessors, memories), memoized on the table's
+    interner: the join asks again per order and cap, of tables merged with more rows
+    between caps (they keep the interner)."""
+    fusion = table.fusion
+    info, arch, workload, accessors, memories = where
+    places = fusion.interner.memo_of(
+        ("place", tuple(order), j, tuple(memories), fusion.shared,
+         tuple(sorted(fusion.top.items())), table.results[0].template.compute)
+    )  # fmt: skip
+    bits_of: dict[tuple, float] = {}  # fused tile bits by tensor, memory and tile shape
+    meta = {}
+    for k in needed.tolist():
+        seq = int(seqs[k])
+        if seq not in places:
+            places[seq] = _prefix_place(
+                j, seq, table, info, arch, workload, accessors, memories, bits_of
+            )
+        meta[k] = places[seq]
+    return meta
 
 
 def _prefix_place(j, seq, table, info, arch, workload, accessors, memories, bits_of) -> tuple:

@@ -5,7 +5,7 @@ and added one at a time or as arrays."""
 from __future__ import annotations
 
 from array import array
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from itertools import chain
 from typing import Any, TypeVar
 
@@ -28,6 +28,7 @@ _Trie = TypeVar("_Trie", bound="PrefixTrie")
 
 _NOT_SENT = frozenset(
     ["_loops", "_unmarked", "_children", "_step_ids", "_lengths", "_permuted", "_loop_steps"]
+    + ["_memos"]
 )
 """Attributes a pickled trie leaves out: caches, and the children (rebuilt from the
 parents and steps when needed)."""
@@ -128,6 +129,14 @@ class PrefixTrie:
             q = kept[at]
             new[q] = other._children_of(new[parent[q]], steps[at])
         return new[ids]
+
+    def memo_of(self, key: Hashable) -> dict:
+        """A dict for a caller's values per prefix id under ``key``: an id never changes
+        its prefix, so the values stay true as the trie grows, and every table sharing
+        the trie (a table merged with another keeps its interner) reads them (not
+        pickled)."""
+        memos = self.__dict__.setdefault("_memos", {})
+        return memos.setdefault(key, {})
 
     def prefix(self, q: int) -> Prefix:
         """The prefix of id ``q``, rebuilt from its steps."""
