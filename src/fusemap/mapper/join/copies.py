@@ -262,19 +262,29 @@ def _passed(
     n = looped.sum(axis=1)
     keys = np.stack([fusion.seq[rows], above, n], axis=1)
     uniq, inverse = np.unique(keys, axis=0, return_inverse=True)
+    # Memoized on the interner: tables merged with more rows between caps keep it.
+    relevance = dict(zip(res.variables, kinds, strict=True))
+    memo = fusion.interner.memo_of(("lowered past", tuple(relevance.items())))
     found = np.full(len(uniq), -1, dtype=np.int64)
-    for u, (seq, at, count) in enumerate(uniq.tolist()):
-        loops = [e for e in fusion.interner.prefixes[seq] if e.kind == LOOP]  # spatial too
-        if at + count > len(loops):
-            continue  # below the prefix: the canonical order
-        # A spatial loop in a copy's gap is of a fanout below it: the lowering stops there.
-        kinds = [
-            "irrelevant" if is_spatial(e) else info.relevance(tensor, e.var)
-            for e in loops[at : at + count]
-        ]
-        found[u] = lowered_past(kinds)
+    for u, key in enumerate(map(tuple, uniq.tolist())):
+        got = memo.get(key)
+        if got is None:
+            got = memo[key] = _lowered_in_prefix(relevance, fusion.interner, *key)
+        found[u] = got
     got = found[inverse.ravel()]
     return np.where(got >= 0, got, out)
+
+
+def _lowered_in_prefix(relevance: dict[str, str], interner, seq: int, at: int, n: int) -> int:
+    """Loops lowered past of the ``n`` loops of prefix ``seq`` from its loop ``at`` on,
+    in the prefix's order (``relevance``: of each rank variable to the tensor); -1 if
+    they are not all in it (below it: the canonical order)."""
+    loops = [e for e in interner.prefixes[seq] if e.kind == LOOP]  # spatial too
+    if at + n > len(loops):
+        return -1
+    # A spatial loop in a copy's gap is of a fanout below it: the lowering stops there.
+    kinds = ["irrelevant" if is_spatial(e) else relevance[e.var] for e in loops[at : at + n]]
+    return lowered_past(kinds)
 
 
 def _shareable(res, holders, above, shareable, later, fusion, top_level, lead) -> dict:
