@@ -14,8 +14,9 @@ Pruning as templates finish keeps exactly the rows the prune at the end keeps: a
 dropped early is dominated by a row held then, which is either kept at the end or
 dropped by a row dominating both (dominance is transitive), and of rows equal in every
 criterion the first in template order is kept either way (every prune stacks the
-templates in their order). Only rows no order of which survives are dropped, so the
-prune at the end sees every order it would have kept.
+templates in their order). Each prune keeps the orders it kept (:class:`HeldOrders`)
+and the next starts from them: the prune at the end sees every row no other row of the
+whole search dominates, and the prune of any set holding all of those keeps just them.
 """
 
 from __future__ import annotations
