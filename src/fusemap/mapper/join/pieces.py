@@ -75,7 +75,7 @@ def table_pieces(
             return []
     copies = copy_levels(table, workload, multi, set(shareable), later, rows)
     # Per fused prefix with a row to join (a capped join allows few): its place in the order.
-    meta = _places(j, order, table, seqs, needed, (info, arch, workload, accessors, memories))
+    meta = _places(j, table, seqs, needed, (info, arch, workload, accessors, memories))
     # Rows whose own copies of tensors used elsewhere sit on different open levels join
     # differently: one piece per (prefix, pattern of those levels, deeper ones left out).
     deepest = np.zeros(len(seqs), dtype=np.int64)
@@ -126,27 +126,17 @@ def _lexicographic_ids(columns: np.ndarray) -> np.ndarray:
     return ids.ravel()
 
 
-def _places(j, order, table, seqs: np.ndarray, needed: np.ndarray, where: tuple) -> dict:
+def _places(j, table, seqs: np.ndarray, needed: np.ndarray, where: tuple) -> dict:
     """Per index ``k`` of ``needed``, :func:`_prefix_place` of prefix ``seqs[k]``
-    (``where``: info, arch, workload, accessors, memories), memoized on the table's
-    interner: the join asks again per order and cap, of tables merged with more rows
-    between caps (they keep the interner)."""
-    fusion = table.fusion
+    (``where``: info, arch, workload, accessors, memories). Not memoized across joins:
+    at GPT-3's batch 64 most prefixes a cap asks were new (a memo spared a minute of 27),
+    and each place holds a dict and lists for as long as the interner lives."""
     info, arch, workload, accessors, memories = where
-    places = fusion.interner.memo_of(
-        ("place", tuple(order), j, tuple(memories), fusion.shared,
-         tuple(sorted(fusion.top.items())), table.results[0].template.compute)
-    )  # fmt: skip
     bits_of: dict[tuple, float] = {}  # fused tile bits by tensor, memory and tile shape
-    meta = {}
-    for k in needed.tolist():
-        seq = int(seqs[k])
-        if seq not in places:
-            places[seq] = _prefix_place(
-                j, seq, table, info, arch, workload, accessors, memories, bits_of
-            )
-        meta[k] = places[seq]
-    return meta
+    return {
+        k: _prefix_place(j, int(seqs[k]), table, info, arch, workload, accessors, memories, bits_of)
+        for k in needed.tolist()
+    }
 
 
 def _prefix_place(j, seq, table, info, arch, workload, accessors, memories, bits_of) -> tuple:
