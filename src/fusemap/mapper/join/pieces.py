@@ -129,8 +129,8 @@ def _lexicographic_ids(columns: np.ndarray) -> np.ndarray:
 def _places(j, table, seqs: np.ndarray, needed: np.ndarray, where: tuple) -> dict:
     """Per index ``k`` of ``needed``, :func:`_prefix_place` of prefix ``seqs[k]``
     (``where``: info, arch, workload, accessors, memories). Not memoized across joins:
-    at GPT-3's batch 64 most prefixes a cap asks were new (a memo spared a minute of 27),
-    and each place holds a dict and lists for as long as the interner lives."""
+    at GPT-3's batch 64 most prefixes a cap asks were new, and a memo would hold a dict
+    and lists per prefix for as long as the interner lives."""
     info, arch, workload, accessors, memories = where
     bits_of: dict[tuple, float] = {}  # fused tile bits by tensor, memory and tile shape
     return {
