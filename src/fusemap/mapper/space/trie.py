@@ -28,7 +28,7 @@ _Trie = TypeVar("_Trie", bound="PrefixTrie")
 
 _NOT_SENT = frozenset(
     ["_loops", "_unmarked", "_children", "_step_ids", "_lengths", "_permuted", "_loop_steps"]
-    + ["_memos"]
+    + ["_memos", "_depths"]
 )
 """Attributes a pickled trie leaves out: caches, and the children (rebuilt from the
 parents and steps when needed)."""
@@ -79,13 +79,7 @@ class PrefixTrie:
         assert len(out) == 1 and not out.step_count(), "a new trie"
         ids = np.asarray(ids, dtype=np.int64)
         parent = np.frombuffer(self._parent, dtype=np.int64)
-        keep = np.zeros(len(self), dtype=bool)
-        keep[0] = True
-        todo = sorted_distinct(ids[ids > 0])
-        while len(todo):  # a level of ancestors at a time (the root is kept)
-            keep[todo] = True
-            todo = sorted_distinct(parent[todo])
-            todo = todo[~keep[todo]]
+        keep = self._with_ancestors(ids)
         old = np.flatnonzero(keep)
         new_of = np.cumsum(keep) - 1
         step = np.frombuffer(self._step, dtype=np.int64)[old[1:]]
@@ -106,29 +100,31 @@ class PrefixTrie:
         time, merging a table into another's interner was 8% of GPT-3's batch-64 run)."""
         ids = np.asarray(ids, dtype=np.int64)
         parent = np.frombuffer(self._parent, dtype=np.int64)
-        keep = np.zeros(len(self), dtype=bool)
-        todo = sorted_distinct(ids[ids > 0])
-        while len(todo):  # the ids and their ancestors (the root left out)
-            keep[todo] = True
-            todo = sorted_distinct(parent[todo])
-            todo = todo[(todo > 0) & ~keep[todo]]
-        kept = np.flatnonzero(keep)
-        depth = np.zeros(len(self), dtype=np.int64)
-        while True:  # a parent's id is below its children's: settles within the depth
-            deeper = depth[parent[kept]] + 1
-            if np.array_equal(deeper, depth[kept]):
-                break
-            depth[kept] = deeper
+        kept = np.flatnonzero(self._with_ancestors(ids))[1:]  # the root is the root
+        depth = self._summed_along("_depths", kept, np.ones(self.step_count(), np.int64))
         steps = np.frombuffer(self._step, dtype=np.int64)[kept]
         used, steps = np.unique(steps, return_inverse=True)
         theirs = np.array([other._step_id(self._steps[k]) for k in used.tolist()], dtype=np.int64)
         steps = theirs[steps.ravel()]
         new = np.zeros(len(self), dtype=np.int64)
-        for level in range(1, int(depth[kept].max(initial=0)) + 1):
-            at = np.flatnonzero(depth[kept] == level)
+        for level in range(1, int(depth.max(initial=0)) + 1):
+            at = np.flatnonzero(depth == level)
             q = kept[at]
             new[q] = other._children_of(new[parent[q]], steps[at])
         return new[ids]
+
+    def _with_ancestors(self, ids: np.ndarray) -> np.ndarray:
+        """Per id of the trie, whether it is one of ``ids`` or an ancestor of one (the
+        root always): a level of ancestors at a time."""
+        parent = np.frombuffer(self._parent, dtype=np.int64)
+        keep = np.zeros(len(self), dtype=bool)
+        keep[0] = True
+        todo = sorted_distinct(ids[ids > 0])
+        while len(todo):
+            keep[todo] = True
+            todo = sorted_distinct(parent[todo])
+            todo = todo[~keep[todo]]
+        return keep
 
     def memo_of(self, key: Hashable) -> dict:
         """A dict for a caller's values per prefix id under ``key``: an id never changes
