@@ -13,10 +13,13 @@ Full: 256 tokens, then 1K, 2K, ..., 64K; --quick: 256 tokens. Past ``--checked-u
 tokens (default 256) both mappings skip the check of several fused loops per rank
 variable (``map_workload(check_full_space=False)``): each is then the optimum over one
 fused loop per rank variable, an upper bound of its optimum over the whole space; the
-check stops there on its loop orders (README.md). Each point says which.
+check of the whole space takes 3-26 minutes per length and side (README.md), so the
+figure run leaves it to separate runs. Each point says which space it is over;
+``--proved-apart`` names the lengths whose two optima separate whole-space runs proved
+equal to these (README.md lists them), and their points say so.
 
 usage: python experiments/ffm/transfusion.py [--quick] [--lengths 1024,4096]
-       [--checked-up-to 256]
+       [--checked-up-to 256] [--proved-apart 1024,2048]
 """
 
 from __future__ import annotations
@@ -44,7 +47,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--lengths", default=None, help="sequence lengths, comma-separated")
     parser.add_argument("--checked-up-to", type=int, default=256,
                         help="longest length mapped with the whole space checked")  # fmt: skip
+    parser.add_argument("--proved-apart", default="",
+                        help="lengths whose whole-space optima separate runs proved equal")  # fmt: skip
     args = parser.parse_args(argv)
+    proved_apart = {int(x) for x in args.proved_apart.split(",") if x}
     quick = args.quick
     default = "256" if quick else ",".join(["256", *(str(1024 * 2**i) for i in range(7))])
     lengths = [int(x) for x in (args.lengths or default).split(",")]
@@ -55,12 +61,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             print(f"skipped: {free.workload} is absent")
             return {}
         checked = tokens <= args.checked_up_to
-        point = {"tokens": tokens, "checked": checked, "ffm": _mapped(free, checked),
+        point = {"tokens": tokens, "checked": checked,
+                 "proved_apart": not checked and tokens in proved_apart, "ffm": _mapped(free, checked),
                  "transfusion": _mapped(gpt3(1, tokens, EDGE, TRANSFUSION=True), checked)}  # fmt: skip
         for key in ("edp", "energy", "latency"):
             point[f"{key}_ratio"] = point["transfusion"][key] / point["ffm"][key]
         points.append(point)
-        print(f"{tokens} tokens (space: {SPACE[checked]}): TransFusion / FFM: EDP "
+        print(f"{tokens} tokens (space: {_space(point)}): TransFusion / FFM: EDP "
               f"{point['edp_ratio']:.3f}, energy "
               f"{point['energy_ratio']:.3f}, latency {point['latency_ratio']:.3f}",
               flush=True)  # fmt: skip
@@ -166,12 +173,20 @@ def _plot(data: dict[str, Any]) -> Any:
     return fig
 
 
+def _space(point: dict[str, Any]) -> str:
+    """The space a point's optima are over, and whether separate runs proved them
+    equal to the whole space's."""
+    if point.get("proved_apart"):
+        return "whole (proved apart)"
+    return SPACE[point["checked"]]
+
+
 def _table(data: dict[str, Any]) -> str:
     """One row per length."""
     rows = []
     for p in data["points"]:
         not_fused = [n for n, e in p["ffm"]["einsums"].items() if e["fused"] is False]
-        rows.append([p["tokens"], SPACE[p["checked"]], p["edp_ratio"], p["energy_ratio"],
+        rows.append([p["tokens"], _space(p), p["edp_ratio"], p["energy_ratio"],
                      p["latency_ratio"],
                      p["ffm"]["seconds"], p["transfusion"]["seconds"],
                      ", ".join(not_fused) or "-"])  # fmt: skip

@@ -59,10 +59,21 @@ def test_headline_quick(tmp_path):
     assert data["seconds"] > 0 and data["peak_mb"] > 0
 
 
+def test_transfusion_space_labels():
+    """A point searched over one fused loop says so, unless separate runs proved it."""
+    one = {"checked": False, "proved_apart": False}
+    assert transfusion._space(one) == "one fused loop per rank variable"
+    assert transfusion._space({**one, "proved_apart": True}) == "whole (proved apart)"
+    assert transfusion._space({"checked": True}) == "whole"
+
+
 def test_transfusion_quick(tmp_path):
-    data = _ran(transfusion.main(["--quick", "--out", str(tmp_path)]), tmp_path, "transfusion")
+    argv = ["--quick", "--out", str(tmp_path), "--proved-apart", "256"]
+    data = _ran(transfusion.main(argv), tmp_path, "transfusion")
     for p in data["points"]:
         assert p["checked"] and p["ffm"]["space"] == p["transfusion"]["space"] == "whole"
+        # Searched whole here, so not marked as proved by separate runs.
+        assert not p["proved_apart"]
         # TransFusion is FFM's space constrained: never better than FFM's optimum.
         assert p["edp_ratio"] >= 1 - 1e-9
         assert p["edp_ratio"] == pytest.approx(p["energy_ratio"] * p["latency_ratio"])
