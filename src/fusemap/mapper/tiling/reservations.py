@@ -104,7 +104,7 @@ class Reservations:
         (then the private ones below the deepest fused node): the join adds its
         neighbours' at each depth."""
         return {
-            c: np.concatenate([crit[:, cols], crit[:, [self.columns[c]]]], axis=1)
+            c: np.take(crit, np.append(cols, self.columns[c]), axis=1)  # one gather
             for c, cols in self.at_depth.items()
             if c in self.columns
         }
