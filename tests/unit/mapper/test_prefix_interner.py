@@ -355,3 +355,33 @@ def test_reordering_many_prefixes_gives_each_ones_id(runs, tiles, kept, rnd, oth
         want = tuple(x[i] for i in srcs[k])
         assert g == p.intern(want)
         assert p.prefixes[g] == as_entries(want)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.lists(st.integers(0, 40), max_size=30), max_size=8),
+    st.sampled_from([0, 3, 1 << 20]),
+)
+def test_child_index_finds_or_adds_keys_as_a_dict_would(batches, recent_up_to):
+    """Each batch's keys get the ids a dict gives them (new ones numbered in the order
+    they first come), whether the index merges its table into its arrays early or not."""
+    from fusemap.mapper.space import child_index
+
+    before = child_index.RECENT_UP_TO
+    child_index.RECENT_UP_TO = recent_up_to
+    try:
+        index, expected = child_index.ChildIndex(), {}
+        for batch in batches:
+            keys = np.array(batch, dtype=np.int64)
+            start = 100 + len(expected)
+            ids, added = index.find_or_add(keys, start)
+            fresh = list(dict.fromkeys(k for k in batch if k not in expected))
+            expected.update({k: start + i for i, k in enumerate(fresh)})
+            assert ids.tolist() == [expected[k] for k in batch]
+            assert added.tolist() == fresh
+            assert len(index) == len(expected)
+            assert index.find(np.array(sorted(expected), dtype=np.int64)).tolist() == [
+                expected[k] for k in sorted(expected)
+            ]
+    finally:
+        child_index.RECENT_UP_TO = before

@@ -69,6 +69,34 @@ def _insert(slot_keys, slot_ids, bits, keys, ids) -> None:
         slot_ids[s] = ids[i]
 
 
+@numba.njit(cache=True)
+def _find_or_insert(slot_keys, slot_ids, bits, keys, out, next_id, new_keys) -> int:
+    """Where ``out[i]`` is -1: the id of ``keys[i]`` in the table, inserted with the next
+    id where absent (ids given in the keys' order, the new keys written to
+    ``new_keys``); the number inserted (room is left)."""
+    mask = len(slot_keys) - 1
+    count = 0
+    for i in range(len(keys)):
+        if out[i] >= 0:
+            continue
+        k = keys[i]
+        s = _slot(k, bits)
+        while True:
+            held = slot_keys[s]
+            if held == EMPTY:
+                slot_keys[s] = k
+                slot_ids[s] = next_id + count
+                out[i] = next_id + count
+                new_keys[count] = k
+                count += 1
+                break
+            if held == k:
+                out[i] = slot_ids[s]
+                break
+            s = (s + 1) & mask
+    return count
+
+
 class ChildIndex:
     """Distinct integer keys to ids."""
 
@@ -121,6 +149,30 @@ class ChildIndex:
             hit = self._keys[at] == keys
             out[hit] = self._ids[at[hit]]
         return out
+
+    def find_or_add(self, keys: np.ndarray, next_id: int) -> tuple[np.ndarray, np.ndarray]:
+        """The id of each of ``keys``, those not added yet added with ids from
+        ``next_id`` on in the order they first come (one compiled pass: no sort of the
+        keys); and the keys added, in the order of their ids."""
+        keys = np.ascontiguousarray(keys, dtype=np.int64)
+        out = np.full(len(keys), -1, dtype=np.int64)
+        if len(self._keys):
+            at = np.minimum(self._keys.searchsorted(keys), len(self._keys) - 1)
+            hit = self._keys[at] == keys
+            out[hit] = self._ids[at[hit]]
+        missing = len(out) - int(np.count_nonzero(out >= 0))
+        if not missing:
+            return out, keys[:0]
+        if self._recent + missing > len(self._slot_keys) // 2:
+            self._grow(self._recent + missing)
+        new_keys = np.empty(missing, dtype=np.int64)
+        count = _find_or_insert(
+            self._slot_keys, self._slot_ids, self._bits, keys, out, next_id, new_keys
+        )
+        self._recent += count
+        if self._recent > max(RECENT_UP_TO, len(self._keys) // 8):
+            self._merge()
+        return out, new_keys[:count]
 
     def add(self, keys: np.ndarray, ids: np.ndarray) -> None:
         """Add distinct new ``keys`` with their ``ids``."""

@@ -237,17 +237,10 @@ class PrefixTrie:
 
     def _children_of(self, parents: np.ndarray, steps: np.ndarray) -> np.ndarray:
         """:meth:`_child` of each (parent, step) pair, new ids given in the pairs' order."""
-        keys = parents * STEPS + steps
-        uniq, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
-        got = self._index().find(uniq)
-        new = np.flatnonzero(got < 0)
+        ids, new = self._index().find_or_add(parents * STEPS + steps, len(self._parent))
         if len(new):
-            new = new[np.argsort(first[new], kind="stable")]  # in the pairs' order
-            got[new] = len(self._parent) + np.arange(len(new))
-            self._append(uniq[new] // STEPS, uniq[new] % STEPS)
-            fresh = np.sort(new)  # uniq is sorted
-            self._index().add(uniq[fresh], got[fresh])
-        return got[inverse.ravel()]
+            self._append(new // STEPS, new % STEPS)
+        return ids
 
     def _append(self, parents: np.ndarray, steps: np.ndarray) -> None:
         """New ids for prefixes ``parents`` followed by steps ``steps`` (the arrays'
