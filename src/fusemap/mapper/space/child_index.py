@@ -144,11 +144,15 @@ class ChildIndex:
         out = np.full(len(keys), -1, dtype=np.int64)
         if self._recent:
             _lookup(self._slot_keys, self._slot_ids, self._bits, keys, out)
+        self._from_arrays(keys, out)
+        return out
+
+    def _from_arrays(self, keys: np.ndarray, out: np.ndarray) -> None:
+        """``out[i]`` = the id of ``keys[i]`` where the sorted arrays hold it."""
         if len(self._keys):
             at = np.minimum(self._keys.searchsorted(keys), len(self._keys) - 1)
             hit = self._keys[at] == keys
             out[hit] = self._ids[at[hit]]
-        return out
 
     def find_or_add(self, keys: np.ndarray, next_id: int) -> tuple[np.ndarray, np.ndarray]:
         """The id of each of ``keys``, those not added yet added with ids from
@@ -156,10 +160,7 @@ class ChildIndex:
         keys); and the keys added, in the order of their ids."""
         keys = np.ascontiguousarray(keys, dtype=np.int64)
         out = np.full(len(keys), -1, dtype=np.int64)
-        if len(self._keys):
-            at = np.minimum(self._keys.searchsorted(keys), len(self._keys) - 1)
-            hit = self._keys[at] == keys
-            out[hit] = self._ids[at[hit]]
+        self._from_arrays(keys, out)
         missing = len(out) - int(np.count_nonzero(out >= 0))
         if not missing:
             return out, keys[:0]
