@@ -43,11 +43,22 @@ def prefix_compat(table: PmappingTable, seq: int) -> tuple[Compatibility, ...]:
     merged with more rows between caps (they keep the interner)."""
     fusion = table.fusion
     assert fusion is not None
-    memo = fusion.interner.memo_of(("compat", fusion.shared, tuple(sorted(fusion.top.items()))))
+    memo = _compat_memo(table, fusion)
     got = memo.get(seq)
     if got is None:
         got = memo[seq] = fusion.interner.compatibility(seq, fusion.shared, fusion.top)
     return got
+
+
+def _compat_memo(table: PmappingTable, fusion) -> dict:
+    """The interner's memo of the table's compatibilities; its key (which sorts the
+    fusion's top levels) worked out once per table and fusion, not per prefix asked.
+    Only the key is kept on the table: a pickled table does not carry the memo."""
+    held = table.__dict__.get("_compat_key")
+    if held is None or held[0] is not fusion:
+        key = ("compat", fusion.shared, tuple(sorted(fusion.top.items())))
+        held = table.__dict__["_compat_key"] = (fusion, key)
+    return fusion.interner.memo_of(held[1])
 
 
 def live_key(live: dict, compat: dict, j: int, accessors: dict) -> Key:

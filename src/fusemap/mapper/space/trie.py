@@ -132,7 +132,10 @@ class PrefixTrie:
         the trie (a table merged with another keeps its interner) reads them (not
         pickled)."""
         memos = self.__dict__.setdefault("_memos", {})
-        return memos.setdefault(key, {})
+        got = memos.get(key)
+        if got is None:
+            got = memos[key] = {}
+        return got
 
     def prefix(self, q: int) -> Prefix:
         """The prefix of id ``q``, rebuilt from its steps."""
