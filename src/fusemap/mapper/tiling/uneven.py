@@ -420,6 +420,60 @@ class UnevenCounts:
             out = out * b[v]
         return out
 
+    def leaf_energy_floor(self) -> float:
+        """Least energy :meth:`add_leaf` adds to any row of this (shared) search, from
+        bounds on the counts of ``_holder_costs`` at the leaf (view 0): each multicast
+        loop cuts a bound ``B`` to no less than ``ceil(B / T)`` (``T`` the most trips
+        the loop may take), and an output's first visits are at most its distinct
+        values times ``T`` per spatial loop that may start partial sums or multiply
+        them in. Proof in ``docs/ffm.md`` ("Uneven spatial spreads"). 0 if an action
+        of the leaf's parents has a negative energy."""
+        state = self.initial(1)
+        for i in range(len(self.loops)):
+            state[0, self.base + 2 * i] = max(self.trips(i))
+            state[0, self.base + 2 * i + 1] = 1
+        ones = {v: np.ones(1, dtype=np.int64) for v in self.tiles.vars}
+        total = 0.0
+        for tensor, k, chain, comps in self.holders.get(self.n, []):
+            multicast = self._multicast(tensor, chain, k)
+            amount = float(
+                fill_basis(
+                    self.info, tensor, ones, self.bounds(tuple(sorted(multicast)), self.n, state)
+                )[0]
+            )
+            reads, writes = amount, 0.0
+            if tensor in self.info.outputs:
+                writes = amount
+                copied = self.info.is_copy
+                sk = skips_first_reads(True, self.skip.get(comps[k], True), copied)
+                if copied:
+                    reads = 0.0
+                elif sk and self.skip.get(comps[k - 1], True):
+                    reads = amount - self._most_first_visits(tensor, multicast, ones)
+            for action, count in (("read", reads), ("write", writes)):
+                per_value = self._energy_per_value(comps[k - 1], action, tensor)
+                if per_value < 0:
+                    return 0.0
+                total += count * per_value
+        return total
+
+    def _most_first_visits(self, tensor: str, multicast: set[int], ones: dict) -> float:
+        """Most first visits of ``tensor`` at the leaf in view 0: its distinct values
+        times each spatial loop's most trips, for every loop not indexing it fully
+        outside the leaf's own multicast (they start partial sums or are multicast by a
+        holder above, whose ratio is at most its trips)."""
+        out = float(first_basis(self.info, tensor, ones)[0])
+        for i, s in enumerate(self.loops):
+            if i not in multicast and self.info.relevance(tensor, s.var) != "relevant":
+                out *= max(self.trips(i))
+        return out
+
+    def _energy_per_value(self, component: str, action: str, tensor: str) -> float:
+        """Energy of one value of ``tensor``'s ``action`` at ``component`` (view 0)."""
+        crit = np.zeros((1, len(self.costs.layout.columns)))
+        self.costs.add_per_row(component, action, tensor, np.ones(1), np.zeros(1), crit)
+        return float(crit[0, 0])
+
     def add_leaf(self, state: np.ndarray, crit: np.ndarray) -> None:
         """The compute leaf's traffic and operations per instance, per row (the constant
         part is :meth:`NodeCosts.leaf_costs`), once per distinct state."""

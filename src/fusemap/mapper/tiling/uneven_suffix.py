@@ -39,7 +39,8 @@ def stages_below_fused_node(
     """The stages from the deepest fused node down (what :meth:`TemplateTiler.stage`
     would give, searched once per start). ``ceiling``: most energy a complete row may
     have spent before the compute leaf's (branch and bound, as in the top-down stages);
-    a start's rows may spend it less the cheapest prefix row that meets them."""
+    a start's rows may spend it less the cheapest prefix row that meets them, and less
+    what the compute leaf adds to every row at least."""
     sizes, crit, seq, depth = tiler.rows_above(prev)
     state = tiler.spreads.state_above(prev, len(sizes))
     holder = tiler.t.holders[tiler.p_max]
@@ -50,7 +51,9 @@ def stages_below_fused_node(
     inverse = inverse.ravel()
     cheapest = np.full(len(first), np.inf)
     np.minimum.at(cheapest, inverse, crit[:, 0])
-    suffix = _search(tiler, sizes[first], state[first], ceiling - cheapest)
+    # Every row's compute leaf adds at least the floor (UnevenCounts.leaf_energy_floor).
+    room = ceiling - cheapest - tiler.uneven.leaf_energy_floor()
+    suffix = _search(tiler, sizes[first], state[first], room)
     last = suffix[-1]
     assert last.seq is not None and last.state is not None
     # Every prefix row with every row of its start's front.

@@ -1,0 +1,169 @@
+"""The least energy the compute leaf adds to a row with uneven spreads
+(``UnevenCounts.leaf_energy_floor``): by hand, below every row the search costs, and
+the search below the deepest fused node that takes it off each start's ceiling keeps
+every row a self-bounded table promises, costing fewer tile shapes."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from fusemap.mapper.pmappings.generate import generate_pmappings
+from fusemap.mapper.space.config import config_from_spec
+from fusemap.mapper.tiling.uneven import UnevenCounts
+from fusemap.spec.spec import load_spec
+from tests.support.model_helpers import (
+    arch,
+    chain_matmul,
+    compute_unit,
+    dim,
+    memory,
+    to_yaml,
+    workload,
+)
+from tests.unit.mapper.test_rest_bound import _fingerprint
+from tests.unit.mapper.test_uneven_search import _chain, _evaluated, _tables
+from tests.unit.mapper.test_uneven_spreads import _uneven_case
+
+
+def _leaf_calls(monkeypatch) -> list[tuple]:
+    """Record, per call of ``add_leaf``: (the template's spatial loops as (variable,
+    trips), its floor, the least energy the leaf added to one of its rows)."""
+    calls: list[tuple] = []
+    real = UnevenCounts.add_leaf
+
+    def spy(self, state, crit):
+        before = crit[:, 0].copy()
+        real(self, state, crit)
+        if len(crit):
+            loops = tuple((s.var, s.trips) for s in self.loops)
+            added = float((crit[:, 0] - before).min())
+            calls.append((loops, self.leaf_energy_floor(), added))
+
+    monkeypatch.setattr(UnevenCounts, "add_leaf", spy)
+    return calls
+
+
+def _by_hand_case(tmp_path, may_reuse: str):
+    """Z[m, n] = A[m, k] B[k, n], m 3, k 3, n 1, every tensor kept in a register file
+    (reads 1, writes 3 per value) below an unbounded DRAM, 2 MACs below it (the
+    spatial loop between the register file and the leaf)."""
+    wl = workload({"m": 3, "k": 3, "n": 1}, chain_matmul("Z", "A", "B", "Z", "k", "n"))
+    ar = arch(
+        memory("DRAM", "inf", 50, 50),
+        memory("RF", "inf", 1, 3, tensors={"keep": "All"}),
+        compute_unit("MAC", 1, spatial=[dim("X", 2, may_reuse=may_reuse)]),
+    )
+    path = tmp_path / f"hand_{may_reuse}.yaml"
+    path.write_text(to_yaml({**ar, **wl, "mapper": {"imperfect_max_bound": 4}}))
+    return load_spec(path)
+
+
+@pytest.mark.parametrize(
+    ("may_reuse", "loops", "floor"),
+    [
+        # m spread 2 + 1 over the MACs: B multicast, ceil(3 / 2) * 3 = 6 reads; A 9
+        # reads; Z 9 writes and 9 - 3 first visits = 6 reads: 9 + 6 + 6 + 3 * 9 = 48.
+        ("All", (("m", 2),), 48.0),
+        # k spread 2 + 1, Z reduced: 3 * ceil(3 / 2) = 6 writes, 6 - 3 reads; A and B
+        # 9 reads each: 18 + 3 + 3 * 6 = 39.
+        ("All", (("k", 2),), 39.0),
+        # k spread, no reduction: each MAC starts its own partial sums (3 * 2 first
+        # visits of 9 writes); A and B 9 reads each: 18 + 3 + 3 * 9 = 48.
+        ("Nothing", (("k", 2),), 48.0),
+    ],
+)
+def test_floor_by_hand(may_reuse, loops, floor, tmp_path, monkeypatch):
+    spec = _by_hand_case(tmp_path, may_reuse)
+    calls = _leaf_calls(monkeypatch)
+    generate_pmappings(spec, "Z", objective="energy", config=config_from_spec(spec), prune=False)
+    got = {(c[0], c[1]) for c in calls if c[0] == loops}
+    assert got == {(loops, floor)}
+    # Tight here: some row adds exactly the floor.
+    assert min(c[2] for c in calls if c[0] == loops) == pytest.approx(floor)
+
+
+def _leaf_fanout_case(seed: int, tmp_path):
+    """A matmul with ranks cut evenly and unevenly, MACs on a fanout of 2-4 below a
+    register file (loops of several trips multicast at the leaf, searched together),
+    maybe a fanout above the register file too, any reuse."""
+    rng = random.Random(seed)
+    size = lambda: rng.choice([1, 3, 4, 5, 6])  # noqa: E731
+    reuse = lambda: rng.choice(["All", "Nothing", "Inputs", "Outputs"])  # noqa: E731
+    wl = workload(
+        {"m": size(), "k": size(), "n": rng.choice([1, 2, 3])},
+        chain_matmul("Z", "A", "B", "Z", "k", "n"),
+    )
+    outer = [dim("G", 2, may_reuse=reuse())] if rng.random() < 0.4 else None
+    ar = arch(
+        memory("DRAM", "inf", 50, 50),
+        memory(
+            "RF",
+            "inf",
+            rng.choice([1, 2]),
+            rng.choice([1, 3]),
+            spatial=outer,
+            tensors={"may_keep": "All"},
+        ),  # fmt: skip
+        compute_unit("MAC", 1, spatial=[dim("X", rng.choice([2, 3, 4]), may_reuse=reuse())]),
+    )
+    path = tmp_path / f"leaf{seed}.yaml"
+    path.write_text(to_yaml({**ar, **wl, "mapper": {"imperfect_max_bound": 8}}))
+    return load_spec(path)
+
+
+@pytest.mark.slow
+@settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
+@given(seed=st.integers(0, 10_000), leaf=st.booleans())
+def test_floor_is_below_every_row(seed, leaf, tmp_path_factory):
+    """On matmuls and convolutions with ranks cut evenly and unevenly, fanouts above
+    the register files or at the leaf, any reuse: no row of any template (unpruned)
+    gets less from the leaf."""
+    case = _leaf_fanout_case if leaf else _uneven_case
+    spec = case(seed, tmp_path_factory.mktemp("floor"))
+    with pytest.MonkeyPatch.context() as mp:
+        calls = _leaf_calls(mp)
+        generate_pmappings(
+            spec, "Z", objective="energy", config=config_from_spec(spec), prune=False
+        )
+    for loops, floor, least in calls:
+        assert floor <= least * (1 + 1e-12), (loops, floor, least)
+
+
+def test_floor_is_positive_and_often_tight(monkeypatch, tmp_path):
+    """Over fixed cases with the MACs' fanout below the register file, the floor is
+    below every row, above 0 wherever a row adds anything, and equals the least row
+    for most templates (a floor of 0 would pass the test above; one taking the
+    fewest trips of loops searched together fails here)."""
+    calls = _leaf_calls(monkeypatch)
+    for seed in range(12):
+        spec = _leaf_fanout_case(seed, tmp_path)
+        generate_pmappings(
+            spec, "Z", objective="energy", config=config_from_spec(spec), prune=False
+        )
+    assert len(calls) > 1000
+    for loops, floor, least in calls:
+        assert floor <= least * (1 + 1e-12), (loops, floor, least)
+    assert all(floor > 0 for _, floor, least in calls if least > 0)
+    tight = sum(floor == pytest.approx(least) for _, floor, least in calls)
+    assert tight >= 0.8 * len(calls)
+
+
+@pytest.mark.slow
+def test_the_floor_keeps_every_promised_row_and_saves_work(tmp_path, monkeypatch):
+    """Tables cut near their least, with the floor taken off each start's ceiling and
+    without: the same rows up to where they are complete; fewer tile shapes costed."""
+    specs = [_chain(seed, tmp_path) for seed in (1, 4, 5)]
+    cut = [_tables(spec, self_bound=0.3) for spec in specs]
+    monkeypatch.setattr(UnevenCounts, "leaf_energy_floor", lambda self: 0.0)
+    loose = [_tables(spec, self_bound=0.3) for spec in specs]
+    for c, lo in zip(cut, loose, strict=True):
+        for n in lo:
+            up_to = min(c[n].complete_to, lo[n].complete_to)
+            assert up_to < float("inf")
+            rows = [r for r in _fingerprint(c[n]) if r[0] <= up_to]
+            assert rows == [r for r in _fingerprint(lo[n]) if r[0] <= up_to], n
+    assert sum(map(_evaluated, cut)) < sum(map(_evaluated, loose))
