@@ -153,6 +153,7 @@ class _SharedSearch:
         for i in members:
             stop, floor = self._below_floor(i, j)
             least_below = floor.overall if floor is not None else 0.0
+            least_below += _leaf_floor(self.tilers[i], j)
             ceiling = _ceiling(self.best, [self.tilers[i]], self.least) - least_below
             out.append((self.tilers[i], ceiling, stop, floor))
         return out
@@ -274,6 +275,16 @@ def _own(tiler: TemplateTiler, stages: list[Stage]) -> list[Stage]:
     state = stages[-1].state
     assert state is not None
     return stages[:-1] + [stages[-1].take(tiler.uneven.own_rows(state))]
+
+
+def _leaf_floor(tiler: TemplateTiler, j: int) -> float:
+    """What the compute leaf adds per row at least with uneven spreads
+    (:meth:`UnevenCounts.leaf_energy_floor`), for the checks of stage ``j`` made before
+    the leaf's costs: every stage's but the last's, whose rows are bounded again once
+    the leaf is counted (:meth:`TemplateTiler._leave`)."""
+    if tiler.uneven is None or j >= len(tiler.t.holders) - 1:
+        return 0.0
+    return tiler.uneven.leaf_energy_floor()
 
 
 def _front_ceiling(users: list[TemplateTiler], least: float) -> float:

@@ -428,6 +428,14 @@ class UnevenCounts:
         values times ``T`` per spatial loop that may start partial sums or multiply
         them in. Proof in ``docs/ffm.md`` ("Uneven spatial spreads"). 0 if an action
         of the leaf's parents has a negative energy."""
+        memo = self.__dict__.get("_leaf_floor")
+        if memo is not None and memo[0] == self.choices:  # the trips shared may change
+            return memo[1]
+        out = self._leaf_energy_floor()
+        self.__dict__["_leaf_floor"] = (list(self.choices), out)
+        return out
+
+    def _leaf_energy_floor(self) -> float:
         state = self.initial(1)
         for i in range(len(self.loops)):
             state[0, self.base + 2 * i] = max(self.trips(i))
