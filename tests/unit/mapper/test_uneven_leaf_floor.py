@@ -15,15 +15,7 @@ from fusemap.mapper.pmappings.generate import generate_pmappings
 from fusemap.mapper.space.config import config_from_spec
 from fusemap.mapper.tiling.uneven import UnevenCounts
 from fusemap.spec.spec import load_spec
-from tests.support.model_helpers import (
-    arch,
-    chain_matmul,
-    compute_unit,
-    dim,
-    memory,
-    to_yaml,
-    workload,
-)
+from tests.support import model_helpers as mh
 from tests.unit.mapper.test_rest_bound import _fingerprint
 from tests.unit.mapper.test_uneven_search import _chain, _evaluated, _tables
 from tests.unit.mapper.test_uneven_spreads import _uneven_case
@@ -51,14 +43,14 @@ def _by_hand_case(tmp_path, may_reuse: str):
     """Z[m, n] = A[m, k] B[k, n], m 3, k 3, n 1, every tensor kept in a register file
     (reads 1, writes 3 per value) below an unbounded DRAM, 2 MACs below it (the
     spatial loop between the register file and the leaf)."""
-    wl = workload({"m": 3, "k": 3, "n": 1}, chain_matmul("Z", "A", "B", "Z", "k", "n"))
-    ar = arch(
-        memory("DRAM", "inf", 50, 50),
-        memory("RF", "inf", 1, 3, tensors={"keep": "All"}),
-        compute_unit("MAC", 1, spatial=[dim("X", 2, may_reuse=may_reuse)]),
+    wl = mh.workload({"m": 3, "k": 3, "n": 1}, mh.chain_matmul("Z", "A", "B", "Z", "k", "n"))
+    ar = mh.arch(
+        mh.memory("DRAM", "inf", 50, 50),
+        mh.memory("RF", "inf", 1, 3, tensors={"keep": "All"}),
+        mh.compute_unit("MAC", 1, spatial=[mh.dim("X", 2, may_reuse=may_reuse)]),
     )
     path = tmp_path / f"hand_{may_reuse}.yaml"
-    path.write_text(to_yaml({**ar, **wl, "mapper": {"imperfect_max_bound": 4}}))
+    path.write_text(mh.to_yaml({**ar, **wl, "mapper": {"imperfect_max_bound": 4}}))
     return load_spec(path)
 
 
@@ -93,14 +85,14 @@ def _leaf_fanout_case(seed: int, tmp_path):
     rng = random.Random(seed)
     size = lambda: rng.choice([1, 3, 4, 5, 6])  # noqa: E731
     reuse = lambda: rng.choice(["All", "Nothing", "Inputs", "Outputs"])  # noqa: E731
-    wl = workload(
+    wl = mh.workload(
         {"m": size(), "k": size(), "n": rng.choice([1, 2, 3])},
-        chain_matmul("Z", "A", "B", "Z", "k", "n"),
+        mh.chain_matmul("Z", "A", "B", "Z", "k", "n"),
     )
-    outer = [dim("G", 2, may_reuse=reuse())] if rng.random() < 0.4 else None
-    ar = arch(
-        memory("DRAM", "inf", 50, 50),
-        memory(
+    outer = [mh.dim("G", 2, may_reuse=reuse())] if rng.random() < 0.4 else None
+    ar = mh.arch(
+        mh.memory("DRAM", "inf", 50, 50),
+        mh.memory(
             "RF",
             "inf",
             rng.choice([1, 2]),
@@ -108,10 +100,10 @@ def _leaf_fanout_case(seed: int, tmp_path):
             spatial=outer,
             tensors={"may_keep": "All"},
         ),  # fmt: skip
-        compute_unit("MAC", 1, spatial=[dim("X", rng.choice([2, 3, 4]), may_reuse=reuse())]),
+        mh.compute_unit("MAC", 1, spatial=[mh.dim("X", rng.choice([2, 3, 4]), may_reuse=reuse())]),
     )
     path = tmp_path / f"leaf{seed}.yaml"
-    path.write_text(to_yaml({**ar, **wl, "mapper": {"imperfect_max_bound": 8}}))
+    path.write_text(mh.to_yaml({**ar, **wl, "mapper": {"imperfect_max_bound": 8}}))
     return load_spec(path)
 
 
