@@ -12,10 +12,14 @@ meets a bottom-up front.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..space.prefix import BackingEntry
+from .rest_bound import basis_trend
 from .stage import Stage, combined_ids
+from .terms import fill_basis
 
 
 class _PassThrough:
@@ -111,7 +115,51 @@ def _search(tiler, sizes: np.ndarray, state: np.ndarray, ceilings: np.ndarray) -
         np.zeros(len(sizes), dtype=np.int64), state,
     )  # fmt: skip
     out: list[Stage] = []
+    terms = input_fill_terms(tiler) if len(ceilings) else []
     for j in range(tiler.p_max, len(tiler.t.holders)):
         st = twin.stage(j, st, ceilings[st.seq] if len(ceilings) else np.inf)
+        floor = nodes_floor(tiler, terms, j, st.sizes)
+        if floor is not None:
+            st = st.take(st.crit[:, 0] + floor <= ceilings[st.seq])
         out.append(st)
+    return out
+
+
+def nodes_floor(tiler, terms: list, j: int, sizes: np.ndarray) -> np.ndarray | None:
+    """Per row after stage ``j`` (tiles ``sizes`` above node ``j + 1``), the least
+    energy the storage nodes below add: the inputs' fills at those tiles
+    (:func:`input_fill_terms`), where no node below holds an output (an output's terms,
+    fills less first visits, may be negative); None where nothing is bounded."""
+    below = [(x, factor) for position, x, factor in terms if position > j]
+    outputs = tiler.info.outputs
+    if not below or not len(sizes) or any(h.tensor in outputs for h in tiler.t.holders[j + 1 :]):
+        return None
+    named = {v: sizes[:, k] for k, v in enumerate(tiler.tiles.vars)}
+    return sum(factor * fill_basis(tiler.info, x, named) for x, factor in below)
+
+
+def input_fill_terms(tiler) -> list[tuple[int, str, float]]:
+    """(position, input tensor, energy per value of its fill) of the storage nodes:
+    an input's traffic there is its own writes (its fills with the ranks' bounds,
+    state-free) and its parent's reads (those fills cut by the multicast loops above
+    it: at least the fills over the product of their most trips), so at least a
+    constant times ``fill_basis``; where that basis may fall as tiles shrink, the
+    term is left out (its counts are not negative). None at all if an input's action
+    there has a negative energy. Proof in ``docs/ffm.md`` ("Uneven spatial
+    spreads")."""
+    uneven, info = tiler.uneven, tiler.info
+    cands = dict(zip(tiler.tiles.vars, tiler.tiles.cands, strict=True))
+    out = []
+    for position in sorted(p for p in uneven.holders if p < len(tiler.t.holders)):
+        for x, k, chain, comps in uneven.holders[position]:
+            if x in info.outputs:
+                continue
+            own = uneven._energy_per_value(comps[k], "write", x)
+            parent = uneven._energy_per_value(comps[k - 1], "read", x)
+            if own < 0 or parent < 0:
+                return []
+            if own + parent == 0 or not basis_trend(info, x, "fill", cands).never_falls:
+                continue
+            trips = math.prod(max(uneven.trips(i)) for i in uneven._multicast(x, chain, k))
+            out.append((position, x, own + parent / trips))
     return out
