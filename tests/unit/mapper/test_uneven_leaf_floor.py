@@ -150,9 +150,18 @@ def test_floor_is_positive_and_often_tight(monkeypatch, tmp_path):
 def test_the_floor_keeps_every_promised_row_and_saves_work(tmp_path, monkeypatch):
     """Tables cut near their least, with the floor taken off each start's ceiling and
     without: the same rows up to where they are complete; fewer tile shapes costed."""
+    _same_promised_rows_with_less_work(
+        tmp_path, lambda: monkeypatch.setattr(UnevenCounts, "leaf_energy_floor", lambda self: 0.0)
+    )
+
+
+def _same_promised_rows_with_less_work(tmp_path, without) -> None:
+    """Self-bounded tables of three chains, then again after ``without()`` (a bound
+    switched off): the same rows up to where both are complete; more tile shapes
+    costed without."""
     specs = [_chain(seed, tmp_path) for seed in (1, 4, 5)]
     cut = [_tables(spec, self_bound=0.3) for spec in specs]
-    monkeypatch.setattr(UnevenCounts, "leaf_energy_floor", lambda self: 0.0)
+    without()
     loose = [_tables(spec, self_bound=0.3) for spec in specs]
     for c, lo in zip(cut, loose, strict=True):
         for n in lo:
@@ -211,14 +220,6 @@ def test_the_node_floor_keeps_every_promised_row_and_saves_work(tmp_path, monkey
     """Tables cut near their least, with the storage nodes' floor (inputs' fills, where
     no output is held below) in the search once per start and without: the same rows
     up to where they are complete, fewer tile shapes costed."""
-    specs = [_chain(seed, tmp_path) for seed in (1, 4, 5)]
-    cut = [_tables(spec, self_bound=0.3) for spec in specs]
-    monkeypatch.setattr(uneven_suffix, "input_fill_terms", lambda tiler: [])
-    loose = [_tables(spec, self_bound=0.3) for spec in specs]
-    for c, lo in zip(cut, loose, strict=True):
-        for n in lo:
-            up_to = min(c[n].complete_to, lo[n].complete_to)
-            assert up_to < float("inf")
-            rows = [r for r in _fingerprint(c[n]) if r[0] <= up_to]
-            assert rows == [r for r in _fingerprint(lo[n]) if r[0] <= up_to], n
-    assert sum(map(_evaluated, cut)) < sum(map(_evaluated, loose))
+    _same_promised_rows_with_less_work(
+        tmp_path, lambda: monkeypatch.setattr(uneven_suffix, "input_fill_terms", lambda t: [])
+    )
