@@ -158,8 +158,18 @@ def input_fill_terms(tiler) -> list[tuple[int, str, float]]:
             parent = uneven._energy_per_value(comps[k - 1], "read", x)
             if own < 0 or parent < 0:
                 return []
-            if own + parent == 0 or not basis_trend(info, x, "fill", cands).never_falls:
+            if own + parent == 0 or not _never_falls(tiler, x, cands):
                 continue
             trips = math.prod(max(uneven.trips(i)) for i in uneven._multicast(x, chain, k))
             out.append((position, x, own + parent / trips))
     return out
+
+
+def _never_falls(tiler, tensor: str, cands: dict) -> bool:
+    """Whether ``tensor``'s fill basis never falls as tiles shrink, worked out once per
+    Einsum (the memo and key :mod:`.rest_bound` uses)."""
+    key = ("trend", tensor, "fill", tuple(tiler.tiles.imperfect))
+    trend = tiler.memo.get(key)
+    if trend is None:
+        trend = tiler.memo[key] = basis_trend(tiler.info, tensor, "fill", cands)
+    return trend.never_falls
