@@ -84,12 +84,21 @@ class NodeCosts:
         comp = self.comp[name]
         if action not in comp.actions:
             return
-        vpa = comp.values_per_action(action, tensor, self.bits[tensor])
-        epa = comp.actions[action].energy_per_action(comp.name)
-        crit[:, 0] += total * (comp.actions_scale * self.scale * epa / vpa)
+        crit[:, 0] += total * self.value_energy(name, action, tensor)
         col = latency_column(comp, action)
         if col is not None:
+            vpa = comp.values_per_action(action, tensor, self.bits[tensor])
             crit[:, self.layout.of(col)] += per_instance * (latency_weight(comp, action) / vpa)
+
+    def value_energy(self, name: str, action: str, tensor: str) -> float:
+        """Energy of one value of ``tensor``'s ``action`` at component ``name``, as
+        :meth:`add_per_row` counts it (0 if the component has no such action)."""
+        comp = self.comp[name]
+        if action not in comp.actions:
+            return 0.0
+        vpa = comp.values_per_action(action, tensor, self.bits[tensor])
+        epa = comp.actions[action].energy_per_action(comp.name)
+        return comp.actions_scale * self.scale * epa / vpa
 
     def energy_per_value(self, term: Term) -> float:
         """Energy of one value of ``term``'s basis (0 if its component has no such

@@ -119,6 +119,17 @@ def basis_keys(info: EinsumInfo) -> list[tuple[str, str]]:
     return [(t, b) for t in info.tensors for b in ("fill", "first")]
 
 
+def trend_of(tiler, tensor: str, basis: str) -> Trend:
+    """:func:`basis_trend` over the tiler's candidate tiles, worked out once per Einsum
+    (its tilers share the memo) and per set of variables cut imperfectly."""
+    key = ("trend", tensor, basis, tuple(tiler.tiles.imperfect))
+    trend = tiler.memo.get(key)
+    if trend is None:
+        cands = dict(zip(tiler.tiles.vars, tiler.tiles.cands, strict=True))
+        trend = tiler.memo[key] = basis_trend(tiler.info, tensor, basis, cands)
+    return trend
+
+
 def _terms_if_never_falling(tiler, node: NodeTerms) -> list[tuple[int, float]]:
     """(basis index, energy per value) of the node's terms that cost energy, if each
     never falls as tiles shrink (else none: the node gets no bound)."""
@@ -131,11 +142,7 @@ def _terms_if_never_falling(tiler, node: NodeTerms) -> list[tuple[int, float]]:
             return []
         if not factor:
             continue
-        key = ("trend", term.tensor, term.basis, tuple(tiler.tiles.imperfect))
-        trend = tiler.memo.get(key)
-        if trend is None:
-            cands = dict(zip(tiler.tiles.vars, tiler.tiles.cands, strict=True))
-            trend = tiler.memo[key] = basis_trend(tiler.info, term.tensor, term.basis, cands)
+        trend = trend_of(tiler, term.tensor, term.basis)
         if not (trend.never_falls if factor > 0 else trend.never_rises):
             return []
         out.append((keys[(term.tensor, term.basis)], factor))

@@ -452,14 +452,13 @@ class UnevenCounts:
             reads, writes = amount, 0.0
             if tensor in self.info.outputs:
                 writes = amount
-                copied = self.info.is_copy
-                sk = skips_first_reads(True, self.skip.get(comps[k], True), copied)
-                if copied:
+                skips = skips_first_reads(True, self.skip.get(comps[k], True))
+                if self.info.is_copy:  # a copy's leaf writes its output unread
                     reads = 0.0
-                elif sk and self.skip.get(comps[k - 1], True):
+                elif skips and self.skip.get(comps[k - 1], True):
                     reads = amount - self._most_first_visits(tensor, multicast, ones)
             for action, count in (("read", reads), ("write", writes)):
-                per_value = self._energy_per_value(comps[k - 1], action, tensor)
+                per_value = self.costs.value_energy(comps[k - 1], action, tensor)
                 if per_value < 0:
                     return 0.0
                 total += count * per_value
@@ -475,12 +474,6 @@ class UnevenCounts:
             if i not in multicast and self.info.relevance(tensor, s.var) != "relevant":
                 out *= max(self.trips(i))
         return out
-
-    def _energy_per_value(self, component: str, action: str, tensor: str) -> float:
-        """Energy of one value of ``tensor``'s ``action`` at ``component`` (view 0)."""
-        crit = np.zeros((1, len(self.costs.layout.columns)))
-        self.costs.add_per_row(component, action, tensor, np.ones(1), np.zeros(1), crit)
-        return float(crit[0, 0])
 
     def add_leaf(self, state: np.ndarray, crit: np.ndarray) -> None:
         """The compute leaf's traffic and operations per instance, per row (the constant

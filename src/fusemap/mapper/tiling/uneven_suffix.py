@@ -17,7 +17,7 @@ import math
 import numpy as np
 
 from ..space.prefix import BackingEntry
-from .rest_bound import basis_trend
+from .rest_bound import trend_of
 from .stage import Stage, combined_ids
 from .terms import fill_basis
 
@@ -147,29 +147,18 @@ def input_fill_terms(tiler) -> list[tuple[int, str, float]]:
     term is left out (its counts are not negative). None at all if an input's action
     there has a negative energy. Proof in ``docs/ffm.md`` ("Uneven spatial
     spreads")."""
-    uneven, info = tiler.uneven, tiler.info
-    cands = dict(zip(tiler.tiles.vars, tiler.tiles.cands, strict=True))
+    uneven, info, costs = tiler.uneven, tiler.info, tiler.costs
     out = []
     for position in sorted(p for p in uneven.holders if p < len(tiler.t.holders)):
         for x, k, chain, comps in uneven.holders[position]:
             if x in info.outputs:
                 continue
-            own = uneven._energy_per_value(comps[k], "write", x)
-            parent = uneven._energy_per_value(comps[k - 1], "read", x)
+            own = costs.value_energy(comps[k], "write", x)
+            parent = costs.value_energy(comps[k - 1], "read", x)
             if own < 0 or parent < 0:
                 return []
-            if own + parent == 0 or not _never_falls(tiler, x, cands):
+            if own + parent == 0 or not trend_of(tiler, x, "fill").never_falls:
                 continue
             trips = math.prod(max(uneven.trips(i)) for i in uneven._multicast(x, chain, k))
             out.append((position, x, own + parent / trips))
     return out
-
-
-def _never_falls(tiler, tensor: str, cands: dict) -> bool:
-    """Whether ``tensor``'s fill basis never falls as tiles shrink, worked out once per
-    Einsum (the memo and key :mod:`.rest_bound` uses)."""
-    key = ("trend", tensor, "fill", tuple(tiler.tiles.imperfect))
-    trend = tiler.memo.get(key)
-    if trend is None:
-        trend = tiler.memo[key] = basis_trend(tiler.info, tensor, "fill", cands)
-    return trend.never_falls
