@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from fusemap.mapper.pmappings.generate import generate_pmappings
 from fusemap.mapper.space.config import config_from_spec
-from fusemap.mapper.tiling import uneven_suffix
+from fusemap.mapper.tiling import uneven, uneven_suffix
 from fusemap.mapper.tiling.uneven import UnevenCounts
 from fusemap.spec.spec import load_spec
 from tests.support import model_helpers as mh
@@ -223,3 +223,62 @@ def test_the_node_floor_keeps_every_promised_row_and_saves_work(tmp_path, monkey
     _same_promised_rows_with_less_work(
         tmp_path, lambda: monkeypatch.setattr(uneven_suffix, "input_fill_terms", lambda t: [])
     )
+
+
+def _output_counts(monkeypatch) -> list[tuple[bool, float]]:
+    """Spy on the uneven counts: per part of a count an output's holder (or the compute
+    leaf) adds, (whether ``first_visits_within_fills`` holds for its template and
+    tensor, the least of that part over the rows)."""
+    seen: list[tuple[bool, float]] = []
+    context: list[tuple] = []
+    real_costs, real_traffic = UnevenCounts._holder_costs, uneven.holder_traffic
+
+    def costs(self, tensor, *args):
+        context.append((self, tensor))
+        try:
+            real_costs(self, tensor, *args)
+        finally:
+            context.pop()
+
+    def traffic(*args):
+        out = real_traffic(*args)
+        counts, (counts_of, tensor) = np.asarray(out.values()), context[-1]
+        if tensor in counts_of.info.outputs and counts.size:
+            holds = uneven_suffix.first_visits_within_fills(counts_of, tensor)
+            seen.append((holds, float(counts.min())))
+        return out
+
+    monkeypatch.setattr(UnevenCounts, "_holder_costs", costs)
+    monkeypatch.setattr(uneven, "holder_traffic", traffic)
+    return seen
+
+
+def _all_rows(spec) -> None:
+    generate_pmappings(spec, "Z", objective="energy", config=config_from_spec(spec), prune=False)
+
+
+def test_output_counts_are_not_negative_where_the_floor_says_so(monkeypatch, tmp_path):
+    """Where every spatial loop over a variable the output does not index fully is over
+    one it does not index at all, one per variable, no count an output's holder adds is
+    negative (the storage nodes' floor then leaves outputs' terms out); two loops over
+    one reduced variable (seed 0: k over 2 register files, then over 3 MACs) give
+    negative reads, so the rule cannot be looser there."""
+    seen = _output_counts(monkeypatch)
+    for seed in range(12):
+        _all_rows(_leaf_fanout_case(seed, tmp_path))
+    assert sum(holds for holds, _ in seen) > 100
+    assert min(least for holds, least in seen if holds) >= 0
+    assert min(least for holds, least in seen if not holds) < 0
+
+
+@pytest.mark.slow
+@settings(max_examples=16, deadline=None, suppress_health_check=list(HealthCheck))
+@given(seed=st.integers(0, 10_000), leaf=st.booleans())
+def test_output_counts_are_never_negative_where_the_floor_says_so(seed, leaf, tmp_path_factory):
+    """The same on random matmuls and convolutions, fanouts above the register files
+    or at the leaf, any reuse, every row unpruned."""
+    with pytest.MonkeyPatch.context() as mp:
+        seen = _output_counts(mp)
+        case = _leaf_fanout_case if leaf else _uneven_case
+        _all_rows(case(seed, tmp_path_factory.mktemp("outputs")))
+    assert all(least >= 0 for holds, least in seen if holds)
