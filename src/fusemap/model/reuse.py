@@ -144,22 +144,6 @@ def fill_count(chain: Chain, tensor: str, dists: dict[str, Dist]) -> float:
     return total
 
 
-def first_visit_count(chain: Chain, tensor: str, dists: dict[str, Dist]) -> float:
-    """Values of the distinct output tiles at a point (only relevant loops multiply)."""
-    info = chain.einsum
-    relevant = [
-        v for v in tensor_variables(chain, tensor) if info.relevance(tensor, v) == "relevant"
-    ]
-    others = [v for v in tensor_variables(chain, tensor) if v not in relevant]
-    base = {v: dists[v][0][0] for v in others}
-    total = 0.0
-    for combo in itertools.product(*(dists[v] for v in relevant)):
-        sizes = dict(base)
-        sizes.update({v: size for v, (size, _) in zip(relevant, combo, strict=True)})
-        total += math.prod(c for _, c in combo) * tile_values(chain, tensor, sizes)
-    return total
-
-
 def count_tensor(
     chain: Chain,
     tensor: str,
@@ -194,7 +178,7 @@ def count_tensor(
     top = holders[0][0] if holders else len(steps)
     entry = [s for s in steps[:top] if isinstance(s, HolderStep) and s.toll]
     flows = _holder_flows(chain, steps, holders, tensor, may_reuse, one_mode, skip_output, entry)
-    fills, backs, skips, ratios = flows
+    fills, backs, skips, own_skips, ratios = flows
     traffic = TensorTraffic(tensor)
     for toll in entry:  # what the top holder fetches from, and sends out of, the arch
         _charge_toll(traffic, toll, directions, fills[0] - skips[0], backs[0])
@@ -209,7 +193,7 @@ def count_tensor(
         traffic.add(
             "write",
             s.component,
-            holder_writes(fills[k], skips[k], own) + parent_writes(backs[child]),
+            holder_writes(fills[k], skips[k], own, own_skips[k]) + parent_writes(backs[child]),
         )
         traffic.add("read", s.component, holder_reads(backs[k], own) + sent)
         # Tolls between this holder and its child charge what crosses them.
@@ -229,11 +213,12 @@ def _holder_flows(
     one_mode: frozenset[int],
     skip_output: dict[str, bool],
     entry: list,
-) -> tuple[list[float], list[float], list[float], list[float]]:
+) -> tuple[list[float], list[float], list[float], list[float], list[float]]:
     """Parent-directed traffic of each holder (and the compute leaf): the values it
-    receives (fills), writes back, and skips of its first reads; and its ratio. Under a
-    multicast / reduction loop the parent sends (receives) one copy, but every instance
-    of the holder still writes (reads) its own: the ratio holds that factor."""
+    receives (fills), writes back, and skips of its first reads, per transfer and of
+    all its instances; and its ratio. Under a multicast / reduction loop the parent
+    sends (receives) one copy, but every instance of the holder still writes (reads)
+    its own: the ratio holds that factor."""
     info = chain.einsum
     is_output = tensor in info.outputs
     copy_output = info.is_copy and is_output
@@ -242,12 +227,11 @@ def _holder_flows(
         _multicast_loops(steps, i, holders, k, tensor, info, may_reuse)
         for k, (i, _) in enumerate(holders)
     ]
-    shared = frozenset().union(*multicasts)
     fills: list[float] = []
     backs: list[float] = []
     skips: list[float] = []
+    own_skips: list[float] = []
     ratios: list[float] = []
-    above = 1.0  # instances of the reduction loops above the current holder's parent
     for k, (i, s) in enumerate(holders):
         backing = k == 0 and isinstance(s, HolderStep) and not entry
         own = fill_count(chain, tensor, counter.dists[i])
@@ -257,31 +241,31 @@ def _holder_flows(
             amount = fill_count(chain, tensor, dists)
         else:
             amount = own
-        ratio = own / amount if amount else 1.0
-        ratios.append(ratio)
-        # First visits ignore irrelevant temporal loops, but each instance of a spatial
-        # loop starts its own partial sums (reduction loops count through ``above``).
-        first = 0.0
+        ratios.append(own / amount if amount else 1.0)
+        # First visits: per shared transfer (the parent's), and of all its instances.
+        first = own_first = 0.0
         if is_output:
-            starts = _partial_sum_starts(chain, steps, counter, i, tensor, one_mode | shared)
-            first = first_visit_count(chain, tensor, counter.dists[i]) * above * starts
+            first = first_visits(chain, steps, i, tensor, one_mode | multicast)
+            own_first = first_visits(chain, steps, i, tensor, one_mode) if multicast else first
         if isinstance(s, ComputeStep):
             fills.append(0.0 if copy_output else amount)
             backs.append(amount if is_output else 0.0)
             skip = skips_first_reads(is_output, skip_output.get(s.component, True), copy_output)
             skips.append(first if skip else 0.0)
+            own_skips.append(own_first if skip else 0.0)
             continue
-        above *= ratio
         if backing:
             fills.append(0.0)
             backs.append(0.0)
             skips.append(0.0)
+            own_skips.append(0.0)
             continue
         fills.append(amount)
         backs.append(amount if is_output else 0.0)
         skip = skips_first_reads(is_output, skip_output.get(s.component, True))
         skips.append(first if skip else 0.0)
-    return fills, backs, skips, ratios
+        own_skips.append(own_first if skip else 0.0)
+    return fills, backs, skips, own_skips, ratios
 
 
 def _charge_toll(
@@ -297,26 +281,33 @@ def _charge_toll(
     traffic.add("read", toll.component, crossing)
 
 
-def _partial_sum_starts(
-    chain: Chain, steps: list, counter: TileCounter, i: int, tensor: str, skip: frozenset[int]
-) -> float:
-    """Instances of the spatial loops above ``steps[i]`` that do not index ``tensor``.
-
-    Each starts its own partial sums of an output tile. Loops in ``skip`` (counted per
-    instance, or reductions handled by the multicast ratios) are left out."""
-    starts = 1.0
-    for j in range(i):
-        s = steps[j]
-        if (
-            isinstance(s, LoopStep)
-            and s.spatial
-            and s.node_id not in skip
-            and starts_partial_sums(chain.einsum.relevance(tensor, s.rank_variable))
-        ):
-            starts *= max(
-                math.ceil(size / s.tile_shape) for size, _ in counter.dists[j][s.rank_variable]
+def first_visits(chain: Chain, steps: list, i: int, tensor: str, one: frozenset[int]) -> float:
+    """Output values at ``steps[i]`` whose first visit skips its read: the values
+    sent into the tiles of the distinct output tiles (only relevant loops multiply),
+    for each instance of the spatial loops above that do not index ``tensor`` fully
+    (each starts its own partial sums), each instance with the tile it really gets.
+    Loops in ``one`` (per-instance counts, or a multicast the holder shares) keep one
+    tile per parent tile, and so do temporal loops over variables the tensor does not
+    index fully: an instance that an earlier iteration used starts nothing new, and
+    the first iteration (the largest tile) uses every instance a later one does. So
+    these are the fills of some of the real tiles: never more than the fills."""
+    key = ("first", tuple(id(x) for x in steps[:i]), tensor, one)
+    found = chain.cache.get(key)
+    if found is not None:
+        return found
+    info = chain.einsum
+    dists: dict[str, Dist] = {v: ((b, 1),) for v, b in info.bounds.items()}
+    for s in steps[:i]:
+        if isinstance(s, LoopStep):
+            v = s.rank_variable
+            spread = s.spatial and s.node_id not in one
+            starts = starts_partial_sums(info.relevance(tensor, v))
+            dists[v] = split(
+                dists[v], s.tile_shape, not spread if starts else s.spatial and not spread
             )
-    return starts
+    total = fill_count(chain, tensor, dists)  # the values sent into those tiles
+    chain.cache[key] = total
+    return total
 
 
 def _multicast_loops(

@@ -59,11 +59,14 @@ def skips_first_reads(is_output: bool, skip_flag: bool, copied_output: bool = Fa
     return is_output and skip_flag and not copied_output
 
 
-def holder_writes(fills: Any, skipped: Any, ratio: Any) -> Any:
+def holder_writes(fills: Any, skipped: Any, ratio: Any, own_skipped: Any = None) -> Any:
     """Writes into a holder's component of its own copies: its fills less the initial
     values it skips, once per instance under a multicast (``ratio``: its instances' own
-    copies per shared transfer)."""
-    return (fills - skipped) * ratio
+    copies per shared transfer). ``own_skipped``: what all its instances skip, where
+    spreads of uneven tiles make that other than ``skipped * ratio``."""
+    if own_skipped is None:
+        return (fills - skipped) * ratio
+    return fills * ratio - own_skipped
 
 
 def holder_reads(backs: Any, ratio: Any) -> Any:

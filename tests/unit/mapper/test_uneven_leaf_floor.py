@@ -225,11 +225,10 @@ def test_the_node_floor_keeps_every_promised_row_and_saves_work(tmp_path, monkey
     )
 
 
-def _output_counts(monkeypatch) -> list[tuple[bool, float]]:
+def _output_counts(monkeypatch) -> list[float]:
     """Spy on the uneven counts: per part of a count an output's holder (or the compute
-    leaf) adds, (whether ``first_visits_within_fills`` holds for its template and
-    tensor, the least of that part over the rows)."""
-    seen: list[tuple[bool, float]] = []
+    leaf) adds, the least of that part over the rows."""
+    seen: list[float] = []
     context: list[tuple] = []
     real_costs, real_traffic = UnevenCounts._holder_costs, uneven.holder_traffic
 
@@ -244,8 +243,7 @@ def _output_counts(monkeypatch) -> list[tuple[bool, float]]:
         out = real_traffic(*args)
         counts, (counts_of, tensor) = np.asarray(out.values()), context[-1]
         if tensor in counts_of.info.outputs and counts.size:
-            holds = uneven_suffix.first_visits_within_fills(counts_of, tensor)
-            seen.append((holds, float(counts.min())))
+            seen.append(float(counts.min()))
         return out
 
     monkeypatch.setattr(UnevenCounts, "_holder_costs", costs)
@@ -257,28 +255,25 @@ def _all_rows(spec) -> None:
     generate_pmappings(spec, "Z", objective="energy", config=config_from_spec(spec), prune=False)
 
 
-def test_output_counts_are_not_negative_where_the_floor_says_so(monkeypatch, tmp_path):
-    """Where every spatial loop over a variable the output does not index fully is over
-    one it does not index at all, one per variable, no count an output's holder adds is
-    negative (the storage nodes' floor then leaves outputs' terms out); two loops over
-    one reduced variable (seed 0: k over 2 register files, then over 3 MACs) give
-    negative reads, so the rule cannot be looser there."""
+def test_output_counts_are_not_negative(monkeypatch, tmp_path):
+    """No count an output's holder adds is negative, so the storage nodes' floor leaves
+    outputs' terms out: over fixed cases, seed 0 among them (k over 2 register files,
+    then over 3 MACs: its leaf's reads were -5)."""
     seen = _output_counts(monkeypatch)
     for seed in range(12):
         _all_rows(_leaf_fanout_case(seed, tmp_path))
-    assert sum(holds for holds, _ in seen) > 100
-    assert min(least for holds, least in seen if holds) >= 0
-    assert min(least for holds, least in seen if not holds) < 0
+    assert len(seen) > 1000
+    assert min(seen) == 0.0
 
 
 @pytest.mark.slow
 @settings(max_examples=16, deadline=None, suppress_health_check=list(HealthCheck))
 @given(seed=st.integers(0, 10_000), leaf=st.booleans())
-def test_output_counts_are_never_negative_where_the_floor_says_so(seed, leaf, tmp_path_factory):
+def test_output_counts_are_never_negative(seed, leaf, tmp_path_factory):
     """The same on random matmuls and convolutions, fanouts above the register files
     or at the leaf, any reuse, every row unpruned."""
     with pytest.MonkeyPatch.context() as mp:
         seen = _output_counts(mp)
         case = _leaf_fanout_case if leaf else _uneven_case
         _all_rows(case(seed, tmp_path_factory.mktemp("outputs")))
-    assert all(least >= 0 for holds, least in seen if holds)
+    assert min(seen, default=0.0) >= 0.0

@@ -8,6 +8,7 @@ import random
 import numpy as np
 import pytest
 
+from fusemap.mapper.pmappings import combine
 from fusemap.mapper.pmappings.generate import generate_pmappings
 from fusemap.mapper.space.config import MapperConfig, config_from_spec
 from fusemap.mapper.space.spatial import spatial_choices
@@ -156,17 +157,52 @@ def test_generator_matches_brute_force_with_uneven_spreads(seed, tmp_path):
     assert_optimum(table, best)
 
 
+def _nested_case(seed: int, tmp_path):
+    """Spreads over one variable at two levels, or of a variable indexing the output
+    in part (``Z[p + r]``): the first visits of tiles the instances really get."""
+    if seed < 12:
+        from tests.unit.mapper.test_uneven_leaf_floor import _leaf_fanout_case
+
+        return _leaf_fanout_case(seed, tmp_path)
+    z = access("Z", {"X": "p + r"}, True)
+    wl = workload(
+        {"p": 2 + seed % 2, "r": 5}, einsum("Z", access("A", ["p"]), access("B", ["r"]), z)
+    )
+    x = [dim("X", 3, may_reuse="Inputs")] if seed % 2 else None
+    ar = arch(
+        memory("DRAM", "inf", 50, 50),
+        memory(
+            "RF",
+            "inf",
+            2,
+            3,
+            spatial=[dim("G", 2, may_reuse="Nothing")],
+            tensors={"may_keep": "All"},
+        ),
+        compute_unit("MAC", 1, spatial=x),
+    )
+    path = tmp_path / f"window{seed}.yaml"
+    path.write_text(to_yaml({**ar, **wl}))
+    return load_spec(path)
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("seed", range(6))
-def test_every_unpruned_row_with_uneven_spreads_is_scored_by_the_model(seed, tmp_path):
-    """Every tile shape the search costs (no pruning), LoopTree in hand, evaluates to
-    the row's numbers: the per-row counts are the model's."""
-    spec = _uneven_case(seed, tmp_path)
+@pytest.mark.parametrize(
+    "case", [("uneven", s) for s in range(6)] + [("nested", s) for s in range(14)]
+)
+def test_every_unpruned_row_with_uneven_spreads_is_scored_by_the_model(case, tmp_path, monkeypatch):
+    """Every tile shape the search costs (no pruning, none across templates either),
+    LoopTree in hand, evaluates to the row's numbers: the per-row counts are the
+    model's."""
+    kind, seed = case
+    spec = (_uneven_case if kind == "uneven" else _nested_case)(seed, tmp_path)
+    monkeypatch.setattr(combine, "pareto_mask", lambda groups, cols: np.ones(len(groups), bool))
     table = generate_pmappings(spec, "Z", objective="all", config=CONFIG, prune=False)
+    assert len(table) > 1
     rows = (
         range(len(table))
-        if len(table) <= 400
-        else random.Random(seed).sample(range(len(table)), 400)
+        if len(table) <= 300
+        else random.Random(seed).sample(range(len(table)), 300)
     )
     for row in rows:
         r = evaluate_mapping(spec, table.mapping(row), einsums=["Z"], check=False)

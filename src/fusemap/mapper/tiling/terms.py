@@ -3,7 +3,7 @@
 For a template (structure fixed, spatial loops fixed) every count of the model is a sum of
 per-storage-node terms, and each term is a constant times one of two functions of the
 tile shape *at that node*: ``fill`` (values delivered into all its tiles, the model's
-``fill_count``) or ``first`` (values of its distinct output tiles, ``first_visit_count``).
+``fill_count``) or ``first`` (values of its distinct output tiles, ``first_visits``).
 The constants carry the multicast ratios, the per-instance division by spatial loops and
 the partial-sum rules of :func:`fusemap.model.reuse.count_tensor`. The reservation of a
 node depends on the tile shape at the node and at the end of its gap.
@@ -231,19 +231,31 @@ class Counts:
 
 
 def holder_traffic(
-    role: str, action: str, fill, back, first, ratio, skips: bool, parent_skips: bool
+    role: str,
+    action: str,
+    fill,
+    back,
+    first,
+    ratio,
+    skips: bool,
+    parent_skips: bool,
+    own_first=None,
 ) -> Counts:
     """One holder's part of a component's reads or writes of its tensor, by the model's
     rules (:mod:`fusemap.model.rules`): at the holder's own component (``role`` "own")
     or at its parent's. ``fill``/``back``: the values it receives and writes back;
-    ``first``: its first visits; ``ratio``: its instances' own copies per transfer
-    (under a multicast); ``skips``: it skips its first reads of the output;
-    ``parent_skips``: its parent's flag (off: the parent serves them anyway). Works on
-    coefficients and on per-row arrays alike."""
+    ``first``: its first visits per transfer; ``ratio``: its instances' own copies per
+    transfer (under a multicast); ``skips``: it skips its first reads of the output;
+    ``parent_skips``: its parent's flag (off: the parent serves them anyway);
+    ``own_first``: its instances' first visits where not ``first * ratio`` (uneven
+    spreads). Works on coefficients and on per-row arrays alike."""
     fills, backs = Counts(fill, 0.0), Counts(back, 0.0)
     skipped = Counts(0.0, first) if skips else Counts(0.0, 0.0)
     if role == "own":
         if action == "write":
+            if own_first is not None:
+                own = Counts(0.0, own_first) if skips else Counts(0.0, 0.0)
+                return holder_writes(fills, skipped, ratio, own)
             return holder_writes(fills, skipped, ratio)
         return holder_reads(backs, ratio)
     if action == "write":
@@ -312,7 +324,8 @@ def fill_basis(
 def first_basis(
     info: EinsumInfo, tensor: str, sizes: dict[str, np.ndarray], bounds: Mapping | None = None
 ) -> np.ndarray:
-    """Values of the distinct tiles of ``tensor`` (``first_visit_count``), per row."""
+    """Values of the distinct tiles of ``tensor`` (``first_visits`` with every spatial
+    loop one tile per parent tile), per row."""
     bounds = info.bounds if bounds is None else bounds
     terms = projection_terms(info, tensor)
     used = [v for v in info.rank_variables if any(v == x for r in terms for x, _ in r)]

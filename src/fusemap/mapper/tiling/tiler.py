@@ -291,7 +291,7 @@ class TemplateTiler:
         state_ids = None
         if self.uneven is not None:
             assert state is not None
-            state = self.uneven.node_costs(j, top, state, cost)
+            self.uneven.node_costs(j, top, state, cost)
             state_ids = self.uneven.ids(state)
         else:
             self.costs.add_nodes_at(j, top, cost)

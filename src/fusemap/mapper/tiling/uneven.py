@@ -10,19 +10,19 @@ above the point from ``B`` to ``(B // S) * s + min(s, B % S)`` (``S`` the tile a
 loop, ``s`` the one below). With even spreads that is ``B / trips``, the constant the
 coefficients of :mod:`fusemap.mapper.tiling.terms` divide by; with uneven ones it depends on the
 row's tiles around its spatial loops, so those are carried as *state* columns of the
-rows, with, per output tensor, the product of the multicast ratios of its holders above
-(each starts its own partial sums). The counts follow ``count_tensor`` term by term.
+rows. An output's first visits count, per instance that starts its own partial sums,
+the tile that instance really gets (the model's ``first_visits``), from the same
+columns. The counts follow ``count_tensor`` term by term.
 """
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import replace
 from functools import lru_cache
 
 import numpy as np
 
-from ...model.rules import shares_parent_transfer, skips_first_reads, starts_partial_sums
+from ...model.rules import shares_parent_transfer, skips_first_reads
 from ...spec.arch_eval import FlatArch
 from ...spec.resolve import EinsumInfo
 from ..distinct import sorted_distinct
@@ -31,7 +31,8 @@ from ..space.templates import Template
 from .columns import OPERATIONS
 from .costs import NodeCosts
 from .rank_tiles import RankTiles
-from .terms import fill_basis, first_basis, holder_traffic
+from .terms import fill_basis, holder_traffic
+from .uneven_first import first_visits, most_first_visits
 
 Mode = tuple[int, ...]
 """Spatial loops (indices into the template's) counted one tile per parent tile."""
@@ -93,21 +94,17 @@ class UnevenCounts:
         level = {c.name: i for i, c in enumerate(flat.path)}
         self.may_reuse = {(c.name, d.name): d.may_reuse for c in flat for d in c.spatial}
         self.skip = {c.name: c.skip_initial_output_write for c in flat}
-        # State columns: per output and per view (0: totals; 1 + level: per instance of
-        # a component at that level), the product of the multicast ratios above; then
-        # per spatial loop its tiles above and below. Templates that agree down to a
-        # node have the same columns up to their spatial loops there (they share stages;
-        # a stage's state is cut or padded to a template's width, see :meth:`fit`).
+        # Views: 0 (totals), 1 + level (per instance of a component at that level).
+        # State columns: per spatial loop its tiles above and below. Templates that
+        # agree down to a node have the same columns up to their spatial loops there
+        # (they share stages; a stage's state is cut or padded, see :meth:`fit`).
         self.views: list[Mode] = [()] + [
             tuple(i for i, s in enumerate(self.loops) if s.level <= lv)
             for lv in range(len(flat.path))
         ]
         self.view_of = {c.name: 1 + level[c.name] for c in flat.path}
-        outputs = [x for x in info.tensors if x in info.outputs]
-        pairs = itertools.product(outputs, range(len(self.views)))
-        self.above_col = {pair: i for i, pair in enumerate(pairs)}
-        self.base = len(self.above_col)
-        self.width = self.base + 2 * len(self.loops)
+        self.base = 0
+        self.width = 2 * len(self.loops)
         # Loops over a variable that may be cut unevenly are *free*: templates that differ
         # only in their trips are searched together (:meth:`share`), each row's trips
         # read from its state (a spread's trips are ceil(tile above / tile below)).
@@ -171,7 +168,7 @@ class UnevenCounts:
         radix = self.radix
         for i in self.free:
             if slot is None or self.loops[i].slot <= slot:
-                big, small = self._tiles(i, state)
+                big, small = self.tiles_around(i, state)
                 code = code * radix + -(-big // np.maximum(small, 1))
         return code
 
@@ -218,11 +215,11 @@ class UnevenCounts:
         """``state`` with the tiles around each evenly cut spatial loop down to ``slot``
         written as (trips, 1): rows that differ only there face the same future.
 
-        Every count reads those tiles through :func:`virtual_bound` and ``_starts``'s
-        trips. For a variable cut evenly the tile ``S`` above the loop divides the
-        (virtual) bound ``B`` and leaves ``S / trips`` below, so
-        ``virtual_bound(B, S, S / trips) = B / trips = virtual_bound(B, trips, 1)`` and
-        ``ceil(min(B, S) / (S / trips)) = trips = ceil(min(B, trips) / 1)``.
+        Every count reads those tiles through :func:`virtual_bound` (first visits
+        read a variable cut evenly through its loops' trips alone). For a variable cut
+        evenly the tile ``S`` above the loop divides the (virtual) bound ``B`` and
+        leaves ``S / trips`` below, so
+        ``virtual_bound(B, S, S / trips) = B / trips = virtual_bound(B, trips, 1)``.
         """
         for i in self.even:
             if self.loops[i].slot <= slot:
@@ -301,9 +298,9 @@ class UnevenCounts:
 
     # ------------------------------------------------------------ virtual bounds
     def _cut(self, i: int, bound, state: np.ndarray):
-        return virtual_bound(bound, *self._tiles(i, state))
+        return virtual_bound(bound, *self.tiles_around(i, state))
 
-    def _tiles(self, i: int, state: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def tiles_around(self, i: int, state: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Tiles above and below spatial loop ``i``, per row."""
         col = self.base + 2 * i
         return state[:, col].astype(np.int64), state[:, col + 1].astype(np.int64)
@@ -314,27 +311,6 @@ class UnevenCounts:
         for i, s in enumerate(self.loops):
             if s.slot <= position and i in mode:
                 out[s.var] = self._cut(i, out[s.var], state)
-        return out
-
-    def _starts(self, mode: Mode, position: int, tensor: str, shared: set, state) -> np.ndarray:
-        """Instances of the spatial loops above ``position`` that start their own partial
-        sums of ``tensor`` (the model's ``_partial_sum_starts``)."""
-        info = self.info
-        out = np.ones(len(state))
-        bound: dict = {v: int(b) for v, b in zip(self.tiles.vars, self.tiles.bounds, strict=True)}
-        for i, s in enumerate(self.loops):
-            if s.slot > position:
-                continue
-            if (
-                i not in mode
-                and i not in shared
-                and starts_partial_sums(info.relevance(tensor, s.var))
-            ):
-                big, small = self._tiles(i, state)
-                b = bound[s.var] + np.zeros(len(state), dtype=np.int64)
-                out = out * -(-np.minimum(b, big) // small)  # b >= big: all trips
-            if i in mode:
-                bound[s.var] = self._cut(i, bound[s.var], state)
         return out
 
     def _multicast(self, tensor: str, chain: tuple, k: int) -> set[int]:
@@ -351,21 +327,17 @@ class UnevenCounts:
         }
 
     # ------------------------------------------------------------ counts
-    def node_costs(self, position: int, sizes: dict, state: np.ndarray, crit: np.ndarray):
-        """Add the counts of the nodes at ``position`` to ``crit``; the state with the
-        multicast ratios of those nodes multiplied in (rows as given)."""
-        out = state.copy()
+    def node_costs(self, position: int, sizes: dict, state: np.ndarray, crit: np.ndarray) -> None:
+        """Add the counts of the nodes at ``position`` to ``crit`` (rows as given)."""
         for tensor, k, chain, comps in self.holders.get(position, []):
-            self._holder_costs(tensor, k, chain, comps, sizes, state, out, crit)
-        return out
+            self._holder_costs(tensor, k, chain, comps, sizes, state, crit)
 
-    def _holder_costs(self, tensor, k, chain, comps, sizes, state, out, crit) -> None:
+    def _holder_costs(self, tensor, k, chain, comps, sizes, state, crit) -> None:
         info = self.info
         is_output = tensor in info.outputs
         is_compute = k == len(chain) - 1
         copy_output = info.is_copy and is_output
         multicast = self._multicast(tensor, chain, k)
-        shared = set().union(*(self._multicast(tensor, chain, kk) for kk in range(1, len(chain))))
         sk = skips_first_reads(is_output, self.skip.get(comps[k], True), is_compute and copy_output)
         parent_skips = self.skip.get(comps[k - 1], True)
         above = {i for i, s in enumerate(self.loops) if s.slot <= chain[k]}
@@ -378,16 +350,20 @@ class UnevenCounts:
             return fills[mode]
 
         def counts(view: int) -> tuple:
-            """(amount sent, own fills / amount, first visits) in a view."""
+            """(amount sent, own fills / amount, first visits per transfer sent and of
+            all the holder's instances) in a view."""
             mode = self.views[view]
             own = fill(mode)
-            amount = fill(tuple(set(mode) | multicast)) if multicast - set(mode) else own
-            first = 0.0 * own
+            shares = multicast - set(mode)
+            amount = fill(tuple(set(mode) | multicast)) if shares else own
+            first = own_first = 0.0 * own
             if is_output:
-                first = first_basis(info, tensor, sizes, self.bounds(mode, chain[k], state))
-                first = first * state[:, self.above_col[tensor, view]]
-                first = first * self._starts(mode, chain[k], tensor, shared, state)
-            return amount, own / amount, first
+                bounds = self.bounds(mode, chain[k], state)
+                at = (chain[k], sizes, bounds, state)
+                first = own_first = first_visits(self, tensor, set(mode) | multicast, *at)
+                if shares:
+                    own_first = first_visits(self, tensor, set(mode), *at)
+            return amount, own / amount, first, own_first
 
         for comp, role in ((comps[k], "own"), (comps[k - 1], "parent")):
             if role == "own" and is_compute:
@@ -395,20 +371,14 @@ class UnevenCounts:
             pair = [counts(0), counts(self.view_of[comp])]
             for action in ("read", "write"):
                 values = []
-                for amount, ratio, first in pair:
+                for amount, ratio, first, own_first in pair:
                     sent = 0.0 * amount if (is_compute and copy_output) else amount
                     back = amount if is_output else 0.0 * amount
                     traffic = holder_traffic(
-                        role, action, sent, back, first, ratio, sk, parent_skips
+                        role, action, sent, back, first, ratio, sk, parent_skips, own_first
                     )
                     values.append(traffic.values())
                 self.costs.add_per_row(comp, action, tensor, values[0], values[1], crit)
-        if is_output and not is_compute:
-            for view, mode in enumerate(self.views):
-                if multicast - set(mode):  # else every instance's own fills: ratio 1
-                    out[:, self.above_col[tensor, view]] *= fill(mode) / fill(
-                        tuple(set(mode) | multicast)
-                    )
 
     def operations_per_instance(self, state: np.ndarray) -> np.ndarray:
         """Compute operations of the busiest instance (every spatial loop one tile)."""
@@ -456,24 +426,13 @@ class UnevenCounts:
                 if self.info.is_copy:  # a copy's leaf writes its output unread
                     reads = 0.0
                 elif skips and self.skip.get(comps[k - 1], True):
-                    reads = amount - self._most_first_visits(tensor, multicast, ones)
+                    reads = amount - most_first_visits(self, tensor, multicast, ones)
             for action, count in (("read", reads), ("write", writes)):
                 per_value = self.costs.value_energy(comps[k - 1], action, tensor)
                 if per_value < 0:
                     return 0.0
                 total += count * per_value
         return total
-
-    def _most_first_visits(self, tensor: str, multicast: set[int], ones: dict) -> float:
-        """Most first visits of ``tensor`` at the leaf in view 0: its distinct values
-        times each spatial loop's most trips, for every loop not indexing it fully
-        outside the leaf's own multicast (they start partial sums or are multicast by a
-        holder above, whose ratio is at most its trips)."""
-        out = float(first_basis(self.info, tensor, ones)[0])
-        for i, s in enumerate(self.loops):
-            if i not in multicast and self.info.relevance(tensor, s.var) != "relevant":
-                out *= max(self.trips(i))
-        return out
 
     def add_leaf(self, state: np.ndarray, crit: np.ndarray) -> None:
         """The compute leaf's traffic and operations per instance, per row (the constant

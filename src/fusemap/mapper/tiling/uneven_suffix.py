@@ -128,30 +128,13 @@ def _search(tiler, sizes: np.ndarray, state: np.ndarray, ceilings: np.ndarray) -
 def nodes_floor(tiler, terms: list, j: int, sizes: np.ndarray) -> np.ndarray | None:
     """Per row after stage ``j`` (tiles ``sizes`` above node ``j + 1``), the least
     energy the storage nodes below add: the inputs' fills at those tiles
-    (:func:`input_fill_terms`), where every output held below has terms that are never
-    negative (:func:`first_visits_within_fills`); None where nothing is bounded."""
+    (:func:`input_fill_terms`; an output's terms are never negative); None where
+    nothing is bounded."""
     below = [(x, factor) for position, x, factor in terms if position > j]
-    held = {h.tensor for h in tiler.t.holders[j + 1 :]} & set(tiler.info.outputs)
     if not below or not len(sizes):
-        return None
-    if not all(first_visits_within_fills(tiler.uneven, t) for t in held):
         return None
     named = {v: sizes[:, k] for k, v in enumerate(tiler.tiles.vars)}
     return sum(factor * fill_basis(tiler.info, x, named) for x, factor in below)
-
-
-def first_visits_within_fills(uneven, tensor: str) -> bool:
-    """Whether the counts never give an output's holder (or the compute leaf) more
-    first visits than values sent, so its terms (fills less first visits, times
-    energies not negative) are never negative: every spatial loop of the template over
-    a variable not indexing ``tensor`` fully is over one it does not index at all, and
-    no two such loops share a variable. Proof in ``docs/ffm.md`` ("Uneven spatial
-    spreads"); two loops over one reduced variable can give -5 reads (the tests)."""
-    info = uneven.info
-    spread = [s.var for s in uneven.loops if info.relevance(tensor, s.var) != "relevant"]
-    return len(spread) == len(set(spread)) and all(
-        info.relevance(tensor, v) == "irrelevant" for v in spread
-    )
 
 
 def input_fill_terms(tiler) -> list[tuple[int, str, float]]:
@@ -167,7 +150,7 @@ def input_fill_terms(tiler) -> list[tuple[int, str, float]]:
     out = []
     for position in sorted(p for p in uneven.holders if p < len(tiler.t.holders)):
         for x, k, chain, comps in uneven.holders[position]:
-            if x in info.outputs:  # its terms must not turn negative either
+            if x in info.outputs:  # its terms (counts never negative) count 0 here
                 if any(
                     costs.value_energy(c, a, x) < 0
                     for c in comps[k - 1 : k + 1]
