@@ -140,8 +140,7 @@ class Spreads:
         rep, below, cols = self.uneven.spread(j, mids)
         mids, origin = mids[rep], origin[rep]
         state = state[origin]
-        base = self.uneven.base
         for i, s in enumerate(self.template.spatial):
             if s.slot == j + 1:
-                state[:, base + 2 * i : base + 2 * i + 2] = cols[:, base + 2 * i : base + 2 * i + 2]
+                state[:, 2 * i : 2 * i + 2] = cols[:, 2 * i : 2 * i + 2]
         return mids, below, self.uneven.allowed(j + 1, state), origin, state

@@ -103,7 +103,6 @@ class UnevenCounts:
             for lv in range(len(flat.path))
         ]
         self.view_of = {c.name: 1 + level[c.name] for c in flat.path}
-        self.base = 0
         self.width = 2 * len(self.loops)
         # Loops over a variable that may be cut unevenly are *free*: templates that differ
         # only in their trips are searched together (:meth:`share`), each row's trips
@@ -181,7 +180,7 @@ class UnevenCounts:
 
     def tiles_at(self, slot: int, state: np.ndarray) -> np.ndarray:
         """Per row, the tile each spatial loop of ``slot`` leaves (loop order)."""
-        cols = [self.base + 2 * i + 1 for i, s in enumerate(self.loops) if s.slot == slot]
+        cols = [2 * i + 1 for i, s in enumerate(self.loops) if s.slot == slot]
         return state[:, cols].astype(np.int64)
 
     def allowed(self, slot: int, state: np.ndarray) -> np.ndarray:
@@ -199,10 +198,8 @@ class UnevenCounts:
 
     # ------------------------------------------------------------ state
     def initial(self, rows: int) -> np.ndarray:
-        """State of rows above every node: no spatial loop yet, every product 1."""
-        state = np.zeros((rows, self.width))
-        state[:, : self.base] = 1.0
-        return state
+        """State of rows above every node: no spatial loop yet."""
+        return np.zeros((rows, self.width))
 
     def fit(self, state: np.ndarray) -> np.ndarray:
         """A shared stage's state in this template's width (the columns of spatial loops
@@ -223,7 +220,7 @@ class UnevenCounts:
         """
         for i in self.even:
             if self.loops[i].slot <= slot:
-                col = self.base + 2 * i
+                col = 2 * i
                 state[:, col] = self.loops[i].trips
                 state[:, col + 1] = 1
         return state
@@ -251,8 +248,8 @@ class UnevenCounts:
             within = np.arange(len(pick)) - np.repeat(np.cumsum(count) - count, count)
             tiles = values[np.repeat(start, count) + within]
             rep, below, cols = rep[pick], below[pick], cols[pick]
-            cols[:, self.base + 2 * i] = below[:, k]
-            cols[:, self.base + 2 * i + 1] = tiles
+            cols[:, 2 * i] = below[:, k]
+            cols[:, 2 * i + 1] = tiles
             below[:, k] = tiles
         return rep, below, cols
 
@@ -274,20 +271,16 @@ class UnevenCounts:
 
     def ids(self, state: np.ndarray) -> np.ndarray:
         """One integer per distinct state (rows with equal tiles but other states face
-        other futures): mixed radix over the columns that vary (tiles directly, products
-        renumbered), renumbered when the radix would overflow."""
+        other futures): mixed radix over the columns (tiles) that vary, renumbered when
+        the radix would overflow."""
         key = np.zeros(len(state), dtype=np.int64)
         radix = 1
+        n = int(self.tiles.bounds.max()) + 1
         for c in range(state.shape[1]):
             col = state[:, c]
             if not len(col) or col.min() == col.max():
                 continue
-            if c >= self.base:
-                values, n = col.astype(np.int64), int(self.tiles.bounds.max()) + 1
-            else:
-                _, inverse = np.unique(col, return_inverse=True)
-                values = inverse.ravel().astype(np.int64)
-                n = int(values.max()) + 1
+            values = col.astype(np.int64)
             if radix * n >= 2**62:
                 _, inverse = np.unique(key, return_inverse=True)
                 key = inverse.ravel().astype(np.int64)
@@ -302,7 +295,7 @@ class UnevenCounts:
 
     def tiles_around(self, i: int, state: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Tiles above and below spatial loop ``i``, per row."""
-        col = self.base + 2 * i
+        col = 2 * i
         return state[:, col].astype(np.int64), state[:, col + 1].astype(np.int64)
 
     def bounds(self, mode: Mode, position: int, state: np.ndarray) -> dict:
@@ -408,8 +401,8 @@ class UnevenCounts:
     def _leaf_energy_floor(self) -> float:
         state = self.initial(1)
         for i in range(len(self.loops)):
-            state[0, self.base + 2 * i] = max(self.trips(i))
-            state[0, self.base + 2 * i + 1] = 1
+            state[0, 2 * i] = max(self.trips(i))
+            state[0, 2 * i + 1] = 1
         ones = {v: np.ones(1, dtype=np.int64) for v in self.tiles.vars}
         total = 0.0
         for tensor, k, chain, comps in self.holders.get(self.n, []):
