@@ -306,7 +306,7 @@ class UnevenCounts:
                 out[s.var] = self._cut(i, out[s.var], state)
         return out
 
-    def _multicast(self, tensor: str, chain: tuple, k: int) -> set[int]:
+    def multicast_loops(self, tensor: str, chain: tuple, k: int) -> set[int]:
         info = self.info
         return {
             i
@@ -330,11 +330,12 @@ class UnevenCounts:
         is_output = tensor in info.outputs
         is_compute = k == len(chain) - 1
         copy_output = info.is_copy and is_output
-        multicast = self._multicast(tensor, chain, k)
+        multicast = self.multicast_loops(tensor, chain, k)
         sk = skips_first_reads(is_output, self.skip.get(comps[k], True), is_compute and copy_output)
         parent_skips = self.skip.get(comps[k - 1], True)
         above = {i for i, s in enumerate(self.loops) if s.slot <= chain[k]}
         fills: dict[Mode, np.ndarray] = {}
+        seen: dict[int, tuple] = {}
 
         def fill(mode: Mode) -> np.ndarray:
             mode = tuple(sorted(above.intersection(mode)))  # views that agree here: once
@@ -344,7 +345,9 @@ class UnevenCounts:
 
         def counts(view: int) -> tuple:
             """(amount sent, own fills / amount, first visits per transfer sent and of
-            all the holder's instances) in a view."""
+            all the holder's instances) in a view (once: both components read it)."""
+            if view in seen:
+                return seen[view]
             mode = self.views[view]
             own = fill(mode)
             shares = multicast - set(mode)
@@ -356,7 +359,8 @@ class UnevenCounts:
                 first = own_first = first_visits(self, tensor, set(mode) | multicast, *at)
                 if shares:
                     own_first = first_visits(self, tensor, set(mode), *at)
-            return amount, own / amount, first, own_first
+            seen[view] = amount, own / amount, first, own_first
+            return seen[view]
 
         for comp, role in ((comps[k], "own"), (comps[k - 1], "parent")):
             if role == "own" and is_compute:
@@ -406,7 +410,7 @@ class UnevenCounts:
         ones = {v: np.ones(1, dtype=np.int64) for v in self.tiles.vars}
         total = 0.0
         for tensor, k, chain, comps in self.holders.get(self.n, []):
-            multicast = self._multicast(tensor, chain, k)
+            multicast = self.multicast_loops(tensor, chain, k)
             amount = float(
                 fill_basis(
                     self.info, tensor, ones, self.bounds(tuple(sorted(multicast)), self.n, state)

@@ -164,6 +164,6 @@ def input_fill_terms(tiler) -> list[tuple[int, str, float]]:
                 return []
             if own + parent == 0 or not trend_of(tiler, x, "fill").never_falls:
                 continue
-            trips = math.prod(max(uneven.trips(i)) for i in uneven._multicast(x, chain, k))
+            trips = math.prod(max(uneven.trips(i)) for i in uneven.multicast_loops(x, chain, k))
             out.append((position, x, own + parent / trips))
     return out
