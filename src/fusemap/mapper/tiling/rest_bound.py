@@ -9,6 +9,9 @@ rises), its energy at that larger tile shape is at most what it will add: a lowe
 per row, that lets the branch and bound drop rows nodes earlier than "costs only add
 up" alone (``docs/ffm.md``, "Nodes below a stage").
 
+Templates with uneven spreads count per row, not by node terms: theirs are the inputs'
+fills (:func:`input_fill_terms`), which bound those counts from below.
+
 Whether a basis never falls (or never rises) is checked, not assumed: a dense box of a
 strided projection (``2p + r`` with a kernel of 1) counts the holes between the
 windows, and smaller tiles then fetch less. The check evaluates the basis itself over
@@ -101,6 +104,9 @@ def bounded_terms(tiler) -> list[tuple[int, int, float]]:
             if node.position < len(tiler.t.holders)
             for k, factor in _node_terms(tiler, node)
         ]
+        if tiler.uneven is not None:  # counted per row: no node terms, but a floor
+            keys = basis_keys(tiler.info)
+            got += [(p, keys.index((x, "fill")), f) for p, x, f in input_fill_terms(tiler)]
     return got
 
 
@@ -193,3 +199,35 @@ def within_ceilings(
             rest = np.maximum(rest, bases @ np.array([down[k] for k in used]) - floor.overall)
         keep |= energy + rest[shape_of] <= ceiling
     return keep
+
+
+def input_fill_terms(tiler) -> list[tuple[int, str, float]]:
+    """(position, input tensor, energy per value of its fill) of the storage nodes:
+    an input's traffic there is its own writes (its fills with the ranks' bounds,
+    state-free) and its parent's reads (those fills cut by the multicast loops above
+    it: at least the fills over the product of their most trips), so at least a
+    constant times ``fill_basis``; where that basis may fall as tiles shrink, the
+    term is left out (its counts are not negative). None at all if an action of a
+    tensor there has a negative energy. Proof in ``docs/ffm.md`` ("Uneven spatial
+    spreads")."""
+    uneven, info, costs = tiler.uneven, tiler.info, tiler.costs
+    out = []
+    for position in sorted(p for p in uneven.holders if p < len(tiler.t.holders)):
+        for x, k, chain, comps in uneven.holders[position]:
+            if x in info.outputs:  # its terms (counts never negative) count 0 here
+                if any(
+                    costs.value_energy(c, a, x) < 0
+                    for c in comps[k - 1 : k + 1]
+                    for a in ("read", "write")
+                ):
+                    return []
+                continue
+            own = costs.value_energy(comps[k], "write", x)
+            parent = costs.value_energy(comps[k - 1], "read", x)
+            if own < 0 or parent < 0:
+                return []
+            if own + parent == 0 or not trend_of(tiler, x, "fill").never_falls:
+                continue
+            trips = math.prod(max(uneven.trips(i)) for i in uneven.multicast_loops(x, chain, k))
+            out.append((position, x, own + parent / trips))
+    return out

@@ -12,12 +12,10 @@ meets a bottom-up front.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from ..space.prefix import BackingEntry
-from .rest_bound import trend_of
+from .rest_bound import input_fill_terms
 from .stage import Stage, combined_ids
 from .terms import fill_basis
 
@@ -135,35 +133,3 @@ def nodes_floor(tiler, terms: list, j: int, sizes: np.ndarray) -> np.ndarray | N
         return None
     named = {v: sizes[:, k] for k, v in enumerate(tiler.tiles.vars)}
     return sum(factor * fill_basis(tiler.info, x, named) for x, factor in below)
-
-
-def input_fill_terms(tiler) -> list[tuple[int, str, float]]:
-    """(position, input tensor, energy per value of its fill) of the storage nodes:
-    an input's traffic there is its own writes (its fills with the ranks' bounds,
-    state-free) and its parent's reads (those fills cut by the multicast loops above
-    it: at least the fills over the product of their most trips), so at least a
-    constant times ``fill_basis``; where that basis may fall as tiles shrink, the
-    term is left out (its counts are not negative). None at all if an action of a
-    tensor there has a negative energy. Proof in ``docs/ffm.md`` ("Uneven spatial
-    spreads")."""
-    uneven, info, costs = tiler.uneven, tiler.info, tiler.costs
-    out = []
-    for position in sorted(p for p in uneven.holders if p < len(tiler.t.holders)):
-        for x, k, chain, comps in uneven.holders[position]:
-            if x in info.outputs:  # its terms (counts never negative) count 0 here
-                if any(
-                    costs.value_energy(c, a, x) < 0
-                    for c in comps[k - 1 : k + 1]
-                    for a in ("read", "write")
-                ):
-                    return []
-                continue
-            own = costs.value_energy(comps[k], "write", x)
-            parent = costs.value_energy(comps[k - 1], "read", x)
-            if own < 0 or parent < 0:
-                return []
-            if own + parent == 0 or not trend_of(tiler, x, "fill").never_falls:
-                continue
-            trips = math.prod(max(uneven.trips(i)) for i in uneven.multicast_loops(x, chain, k))
-            out.append((position, x, own + parent / trips))
-    return out
