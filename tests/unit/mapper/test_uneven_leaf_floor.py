@@ -338,3 +338,28 @@ def test_output_counts_are_never_negative(seed, leaf, tmp_path_factory):
         case = _leaf_fanout_case if leaf else _uneven_case
         _all_rows(case(seed, tmp_path_factory.mktemp("outputs")))
     assert min(seen, default=0.0) >= 0.0
+
+
+def test_bounded_terms_follow_the_trips_shared(tmp_path, monkeypatch):
+    """The inputs' fill floor of a template with uneven spreads divides the parents'
+    reads by the most trips its shared search may take: when those widen, the terms
+    ``rest_bound`` kept for the tiler are worked out again, not reused."""
+    from tests.unit.mapper.test_rest_bound import _tilers
+
+    changed = 0
+    for seed in range(4):
+        spec = _chain(seed, tmp_path, deep=bool(seed % 2))
+        for tiler in _tilers(spec, "A", monkeypatch):
+            u = tiler.uneven
+            if u is None or not u.free:
+                continue
+            before = rest_bound.bounded_terms(tiler)
+            wider = tuple(int(tiler.tiles.bounds[tiler.tiles.vars.index(u.loops[i].var)])
+                          for i in u.free)  # fmt: skip
+            u.share([u.own, wider])
+            after = rest_bound.bounded_terms(tiler)
+            keys = rest_bound.basis_keys(tiler.info)
+            fresh = rest_bound.input_fill_terms(tiler)
+            assert after == [(p, keys.index((x, "fill")), f) for p, x, f in fresh]
+            changed += after != before
+    assert changed > 0

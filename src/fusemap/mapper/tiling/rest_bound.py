@@ -95,19 +95,26 @@ def bounded_terms(tiler) -> list[tuple[int, int, float]]:
     """(position, basis index, energy per value) of every term of the tiler's storage
     nodes (not the compute leaf) whose energy never falls as tiles shrink; the basis
     index is into :func:`basis_keys` (worked out once per tiler, and once per node of
-    the Einsum: templates share their nodes' terms)."""
+    the Einsum: templates share their nodes' terms). With uneven spreads, the inputs'
+    fills (:func:`input_fill_terms`), worked out again if the trips the tiler's
+    search shares have changed (they divide the parents' reads)."""
+    shared = None if tiler.uneven is None else list(tiler.uneven.choices)
     got = _BOUNDED.get(tiler)
-    if got is None:
-        got = _BOUNDED[tiler] = [
-            (node.position, k, factor)
-            for node in tiler.costs.nodes
-            if node.position < len(tiler.t.holders)
-            for k, factor in _node_terms(tiler, node)
-        ]
-        if tiler.uneven is not None:  # counted per row: no node terms, but a floor
-            keys = basis_keys(tiler.info)
-            got += [(p, keys.index((x, "fill")), f) for p, x, f in input_fill_terms(tiler)]
-    return got
+    if got is None or got[0] != shared:
+        got = _BOUNDED[tiler] = (shared, _bounded_terms(tiler))
+    return got[1]
+
+
+def _bounded_terms(tiler) -> list[tuple[int, int, float]]:
+    if tiler.uneven is not None:  # counted per row: no node terms, but a floor
+        keys = basis_keys(tiler.info)
+        return [(p, keys.index((x, "fill")), f) for p, x, f in input_fill_terms(tiler)]
+    return [
+        (node.position, k, factor)
+        for node in tiler.costs.nodes
+        if node.position < len(tiler.t.holders)
+        for k, factor in _node_terms(tiler, node)
+    ]
 
 
 def _node_terms(tiler, node: NodeTerms) -> list[tuple[int, float]]:
