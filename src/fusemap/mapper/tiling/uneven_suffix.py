@@ -115,7 +115,11 @@ def _search(tiler, sizes: np.ndarray, state: np.ndarray, ceilings: np.ndarray) -
     out: list[Stage] = []
     terms = input_fill_terms(tiler) if len(ceilings) else []
     for j in range(tiler.p_max, len(tiler.t.holders)):
-        st = twin.stage(j, st, ceilings[st.seq] if len(ceilings) else np.inf)
+        ceiling = ceilings[st.seq] if len(ceilings) else np.inf
+        floor = nodes_floor(tiler, terms, j, st.sizes)  # the tiles entering node j
+        if floor is not None:  # node j costed, the nodes below still add so much
+            ceiling = ceiling - floor
+        st = twin.stage(j, st, ceiling)
         floor = nodes_floor(tiler, terms, j, st.sizes)
         if floor is not None:
             st = st.take(st.crit[:, 0] + floor <= ceilings[st.seq])
