@@ -201,6 +201,17 @@ def _node_floor_margins(monkeypatch) -> list[float]:
     return margins
 
 
+def _floor_holds_and_is_tight(margins: list[float], tmp_path) -> None:
+    """Tables of six random chains (the spy filling ``margins``): no margin below 0,
+    some at 0 (a floor that cannot fail this is 0)."""
+    for seed in range(6):
+        _tables(_chain(seed, tmp_path, deep=bool(seed % 2)))
+    assert len(margins) > 100
+    scale = max(abs(m) for m in margins)
+    assert min(margins) >= -1e-9 * scale
+    assert min(margins) <= 1e-9 * scale
+
+
 @pytest.mark.slow
 def test_the_node_floor_is_below_what_every_row_adds(tmp_path, monkeypatch):
     """On chains with uneven spreads (fanouts above the register files, or also at the
@@ -208,12 +219,7 @@ def test_the_node_floor_is_below_what_every_row_adds(tmp_path, monkeypatch):
     each stage add at least the floor there, and for some rows exactly it (a floor
     that cannot fail this test is 0)."""
     margins = _node_floor_margins(monkeypatch)
-    for seed in range(6):
-        _tables(_chain(seed, tmp_path, deep=bool(seed % 2)))
-    assert len(margins) > 100
-    scale = max(abs(m) for m in margins)
-    assert min(margins) >= -1e-9 * scale
-    assert min(margins) <= 1e-9 * scale
+    _floor_holds_and_is_tight(margins, tmp_path)
 
 
 def _floor_margins_above(monkeypatch) -> list[float]:
@@ -251,12 +257,7 @@ def test_the_node_floor_above_the_fused_node_is_below_what_every_row_adds(tmp_pa
     every complete row of random chains adds after that stage, and for some rows
     exactly it."""
     margins = _floor_margins_above(monkeypatch)
-    for seed in range(6):
-        _tables(_chain(seed, tmp_path, deep=bool(seed % 2)))
-    assert len(margins) > 100
-    scale = max(abs(m) for m in margins)
-    assert min(margins) >= -1e-9 * scale
-    assert min(margins) <= 1e-9 * scale
+    _floor_holds_and_is_tight(margins, tmp_path)
 
 
 @pytest.mark.slow
