@@ -241,8 +241,10 @@ def _floor_margins_above(monkeypatch) -> list[float]:
             rows = np.arange(len(end))
             for k in range(len(stages) - 2, -1, -1):
                 rows = stages[k + 1].parents[rows]
+                if k >= self.p_max:  # below the fused node: the test above
+                    continue
                 floor = uneven_suffix.nodes_floor(self, terms, k, stages[k].sizes[rows])
-                if k < self.p_max and floor is not None:
+                if floor is not None:
                     margins.extend((end - stages[k].crit[rows, 0] - floor).tolist())
         return real(self, stages)
 
