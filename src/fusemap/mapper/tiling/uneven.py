@@ -307,6 +307,9 @@ class UnevenCounts:
         return out
 
     def multicast_loops(self, tensor: str, chain: tuple, k: int) -> set[int]:
+        """The spatial loops (indices) between ``tensor``'s holder ``k`` of ``chain`` and
+        its parent whose instances share one transfer from the parent (multicast or
+        reduction): the loops a parent's traffic is cut by."""
         info = self.info
         return {
             i
