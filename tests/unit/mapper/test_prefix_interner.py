@@ -204,17 +204,38 @@ def _compatibility_as_read_from_each_prefix(p: PrefixInterner, every: list) -> N
         assert [tuple(c) for c in p.compatibility(q, shared, top)] == want
 
 
-def test_a_split_is_found_past_the_bits_of_an_integer():
-    """With more rank variables than an integer has bits, a prefix still tells whether
-    two of its loops share one (read from the prefix itself)."""
+@pytest.mark.parametrize("variables", [29, 31, 70])
+def test_a_split_is_found_past_the_bits_of_an_integer(variables):
+    """With more rank variables than an id-sized integer has bits (30 are kept), a
+    prefix still tells whether two of its loops share one (read from the prefix
+    itself)."""
     p = PrefixInterner()
-    many = tuple(("loop", f"v{k}", 2) for k in range(70))
+    many = tuple(("loop", f"v{k}", 2) for k in range(variables))
     once = p.intern(many + (A_,))
-    twice = p.intern(many + (A_, ("loop", "v69", 1)))
+    twice = p.intern(many + (A_, ("loop", f"v{variables - 1}", 1)))
     early = p.intern((("loop", "v0", 4), A_, ("loop", "v0", 2)))
     assert p.splits_a_variable(np.array([once, twice, early, 0])).tolist() == [
         False, True, True, False,
     ]  # fmt: skip
+
+
+def test_a_trie_past_its_most_ids_is_refused(monkeypatch):
+    """Ids are 4-byte integers: a search that would intern more prefixes than they
+    can number is refused with a user error (one prefix at a time or a batch of
+    them), not left to wrap around."""
+    from fusemap.mapper.space import interner, trie
+    from fusemap.spec.errors import FusemapError
+
+    monkeypatch.setattr(trie, "MOST_IDS", 4)
+    p = PrefixInterner()
+    p.intern((A_,))
+    with pytest.raises(FusemapError, match="more than 4 fused prefixes"):
+        p.intern((("loop", "m", 2), A_, ("loop", "n", 2), C_))
+    monkeypatch.setattr(interner, "BATCH_FROM", 1)  # the batch as arrays
+    q = PrefixInterner()
+    with pytest.raises(FusemapError, match="more than 4 fused prefixes"):
+        entries = [(("loop", "m", k),) for k in range(1, 6)]
+        q.extend(np.zeros(5, dtype=np.int64), entries, np.arange(5))
 
 
 BATCHES = st.lists(

@@ -3,7 +3,7 @@ id and a step id) to child ids.
 
 A dict took about 100 bytes a child, most of the interner's memory when the check of
 several fused loops per rank variable interns tens of millions of prefixes. Here the
-children sit in one sorted pair of numpy arrays (16 bytes a child), and the ones added
+children sit in one sorted pair of numpy arrays (12 bytes a child), and the ones added
 since the last merge in a hash table of at most :data:`RECENT_UP_TO` (merged in when
 full, each merge one pass over the arrays). A batch of keys is looked up with one
 ``searchsorted`` and one compiled pass over the table; the table is open addressing
@@ -22,6 +22,7 @@ copies the arrays, so merges come less often as they grow (at most a quarter mor
 memory than the arrays alone)."""
 
 EMPTY = -1  # a free slot (keys are at least 0)
+ID = np.int32  # ids are 4-byte integers (the trie's, :data:`~.trie.MOST_IDS` at most)
 SMALLEST = 6  # a table starts with 2**6 slots
 
 
@@ -102,13 +103,13 @@ class ChildIndex:
 
     def __init__(self) -> None:
         self._keys = np.zeros(0, dtype=np.int64)  # sorted
-        self._ids = np.zeros(0, dtype=np.int64)
+        self._ids = np.zeros(0, dtype=ID)
         self._empty_table(SMALLEST)  # keys not in the arrays
 
     def _empty_table(self, bits: int) -> None:
         self._bits = bits
         self._slot_keys = np.full(1 << bits, EMPTY, dtype=np.int64)
-        self._slot_ids = np.zeros(1 << bits, dtype=np.int64)
+        self._slot_ids = np.zeros(1 << bits, dtype=ID)
         self._recent = 0
 
     @classmethod
@@ -119,7 +120,7 @@ class ChildIndex:
             index.add(keys, ids)
         else:
             order = np.argsort(keys, kind="stable")
-            index._keys, index._ids = keys[order], ids[order]
+            index._keys, index._ids = keys[order], ids[order].astype(ID)
         return index
 
     def __len__(self) -> int:
@@ -178,7 +179,7 @@ class ChildIndex:
     def add(self, keys: np.ndarray, ids: np.ndarray) -> None:
         """Add distinct new ``keys`` with their ``ids``."""
         keys = np.ascontiguousarray(keys, dtype=np.int64)
-        ids = np.ascontiguousarray(ids, dtype=np.int64)
+        ids = np.ascontiguousarray(ids, dtype=ID)
         need = self._recent + len(keys)
         if need > len(self._slot_keys) // 2:  # at most half full: short probes
             self._grow(need)
@@ -189,7 +190,7 @@ class ChildIndex:
 
     def add_one(self, key: int, q: int) -> None:
         """Add a new ``key`` with id ``q``."""
-        self.add(np.array([key], dtype=np.int64), np.array([q], dtype=np.int64))
+        self.add(np.array([key], dtype=np.int64), np.array([q], dtype=ID))
 
     def _grow(self, need: int) -> None:
         """A table of room for ``need`` keys at half full, holding the keys it held."""
@@ -206,7 +207,7 @@ class ChildIndex:
     def _merge(self) -> None:
         """The table's keys into the arrays (one pass over them)."""
         keys = np.sort(self._slot_keys[self._slot_keys != EMPTY])  # faster than argsort
-        ids = np.empty(len(keys), dtype=np.int64)
+        ids = np.empty(len(keys), dtype=ID)
         _lookup(self._slot_keys, self._slot_ids, self._bits, keys, ids)  # each key is held
         self._empty_table(SMALLEST)
         self._keys, self._ids = _merged(self._keys, self._ids, keys, ids)
@@ -217,7 +218,7 @@ def _merged(old_keys, old_ids, new_keys, new_ids):
     """Two sorted runs of distinct keys (and their ids) merged into one."""
     n, m = len(old_keys), len(new_keys)
     keys = np.empty(n + m, dtype=np.int64)
-    ids = np.empty(n + m, dtype=np.int64)
+    ids = np.empty(n + m, dtype=ID)
     i = j = 0
     for k in range(n + m):
         if j == m or (i < n and old_keys[i] < new_keys[j]):

@@ -85,7 +85,7 @@ class PrefixInterner(PrefixTrie):
             unknown = unknown[:0]
         todo = self._unworked_marked(unknown)
         while len(todo):  # a level: the ids whose parents are worked out
-            parents = np.frombuffer(self._parent, dtype=np.int64)[todo]
+            parents = self._parent_view()[todo]
             waiting = self._unmarked_of(parents) < 0
             self._memo("_unmarked", len(self))[todo[~waiting]] = self._unmark_steps(
                 todo[~waiting], self._unmarked_of(parents[~waiting])
@@ -131,7 +131,7 @@ class PrefixInterner(PrefixTrie):
         found, frontier = [], ids
         while len(frontier):
             found.append(frontier)
-            parents = np.frombuffer(self._parent, dtype=np.int64)[frontier]
+            parents = self._parent_view()[frontier]
             frontier = sorted_distinct(parents[self._unmarked_of(parents) < 0])
         return sorted_distinct(np.concatenate(found)) if found else ids[:0]
 
@@ -144,9 +144,7 @@ class PrefixInterner(PrefixTrie):
         mark = (kind == NODE_STEP) & (
             (np.frombuffer(self._step_flags, dtype=np.int64)[steps] & MARKED) > 0
         )
-        last = np.frombuffer(self._step_last, dtype=np.uint8)[
-            np.frombuffer(self._step, dtype=np.int64)[under]
-        ]
+        last = np.frombuffer(self._step_last, dtype=np.uint8)[self._step_view()[under]]
         join = (kind == LOOPS_STEP) & (under > 0) & (last == LAST_LOOP)
         out = under.copy()  # a mark step: as its parent
         if join.any():  # loops after loops (a mark between them dropped): one run, one step

@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from ...spec.errors import FusemapError
 from ..distinct import sorted_distinct
 from .child_index import ChildIndex
 from .prefix import (
@@ -48,10 +49,10 @@ class PrefixTrie:
 
     def __init__(self) -> None:
         self.prefixes: Sequence[Prefix] = _Prefixes(self)  # (a renamed interner's: its own)
-        self._parent = array("q", [-1])
-        self._step = array("q", [-1])
+        self._parent = array(ID_CODE, [-1])
+        self._step = array(ID_CODE, [-1])
         self._flags = bytearray(1)  # per id: MARKED, GAP_OF_TWO, SPLIT, WIDE
-        self._vars = array("q", [0])  # per id: its loops' rank variables, one bit each
+        self._vars = array(ID_CODE, [0])  # per id: its loops' rank variables, one bit each
         self._var_bits: dict[str, int] = {}
         self._steps: list[Prefix] = []  # per step id: its typed entries
         self._step_ids: dict[tuple, int] = {}  # entries (typed or plain) -> step id
@@ -78,19 +79,19 @@ class PrefixTrie:
         prefix rebuilt)."""
         assert len(out) == 1 and not out.step_count(), "a new trie"
         ids = np.asarray(ids, dtype=np.int64)
-        parent = np.frombuffer(self._parent, dtype=np.int64)
+        parent = self._parent_view()
         keep = self._with_ancestors(ids)
         old = np.flatnonzero(keep)
         new_of = np.cumsum(keep) - 1
-        step = np.frombuffer(self._step, dtype=np.int64)[old[1:]]
+        step = self._step_view()[old[1:]]
         used, step = np.unique(step, return_inverse=True)
         out._var_bits = dict(self._var_bits)
         for k in used.tolist():
             out._step_id(self._steps[k])  # in ``used``'s order: ids 0, 1, ...
-        out._parent = array("q", np.concatenate([[-1], new_of[parent[old[1:]]]]).tobytes())
-        out._step = array("q", np.concatenate([[-1], step.ravel()]).astype(np.int64).tobytes())
+        out._parent = array(ID_CODE, _id_bytes(np.concatenate([[-1], new_of[parent[old[1:]]]])))
+        out._step = array(ID_CODE, _id_bytes(np.concatenate([[-1], step.ravel()])))
         out._flags = bytearray(np.frombuffer(self._flags, dtype=np.uint8)[old].tobytes())
-        out._vars = array("q", np.frombuffer(self._vars, dtype=np.int64)[old].tobytes())
+        out._vars = array(ID_CODE, self._vars_view()[old].tobytes())
         out._children = None  # rebuilt from the parents and steps when needed
         return out, new_of[ids]
 
@@ -99,10 +100,10 @@ class PrefixTrie:
         where new: a level of the trie at a time, as arrays (no prefix rebuilt; one at a
         time, merging a table into another's interner was 8% of GPT-3's batch-64 run)."""
         ids = np.asarray(ids, dtype=np.int64)
-        parent = np.frombuffer(self._parent, dtype=np.int64)
+        parent = self._parent_view()
         kept = np.flatnonzero(self._with_ancestors(ids))[1:]  # the root is the root
         depth = self._summed_along("_depths", kept, np.ones(self.step_count(), np.int64))
-        steps = np.frombuffer(self._step, dtype=np.int64)[kept]
+        steps = self._step_view()[kept]
         used, steps = np.unique(steps, return_inverse=True)
         theirs = np.array([other._step_id(self._steps[k]) for k in used.tolist()], dtype=np.int64)
         steps = theirs[steps.ravel()]
@@ -116,7 +117,7 @@ class PrefixTrie:
     def _with_ancestors(self, ids: np.ndarray) -> np.ndarray:
         """Per id of the trie, whether it is one of ``ids`` or an ancestor of one (the
         root always): a level of ancestors at a time."""
-        parent = np.frombuffer(self._parent, dtype=np.int64)
+        parent = self._parent_view()
         keep = np.zeros(len(self), dtype=bool)
         keep[0] = True
         todo = sorted_distinct(ids[ids > 0])
@@ -152,10 +153,23 @@ class PrefixTrie:
         return self._parent[q], step, self._steps[step]
 
     def parents_and_steps(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Ids ``ids``' parent ids and step ids (``ids`` > 0), as arrays."""
+        """Ids ``ids``' parent ids and step ids (``ids`` > 0), as 64-bit arrays."""
         ids = np.asarray(ids, dtype=np.int64)
-        parents = np.frombuffer(self._parent, dtype=np.int64)[ids]
-        return parents, np.frombuffer(self._step, dtype=np.int64)[ids]
+        parents = self._parent_view()[ids].astype(np.int64)
+        return parents, self._step_view()[ids].astype(np.int64)
+
+    def _parent_view(self) -> np.ndarray:
+        """Per id, its parent's id (a view that ends with the expression using it: the
+        array may grow after)."""
+        return np.frombuffer(self._parent, dtype=ID_TYPE)
+
+    def _step_view(self) -> np.ndarray:
+        """Per id, its step's id (a view, as :meth:`_parent_view`)."""
+        return np.frombuffer(self._step, dtype=ID_TYPE)
+
+    def _vars_view(self) -> np.ndarray:
+        """Per id, its loops' rank variables (a view, as :meth:`_parent_view`)."""
+        return np.frombuffer(self._vars, dtype=ID_TYPE)
 
     def step_entries(self, step: int) -> Prefix:
         """The entries of step id ``step`` (one entry that is not a loop, or a run of
@@ -171,7 +185,7 @@ class PrefixTrie:
         ids at least (a cache the workers do not send back)."""
         memo = self.__dict__.get(name)
         if memo is None or len(memo) < size:
-            grown = np.full(max(size, 2 * len(self.prefixes) + 16), -1, dtype=np.int64)
+            grown = np.full(max(size, len(self) + len(self) // 2 + 16), -1, dtype=ID_TYPE)
             if memo is not None:
                 grown[: len(memo)] = memo
             memo = self.__dict__[name] = grown
@@ -184,13 +198,13 @@ class PrefixTrie:
         ids = np.asarray(ids, dtype=np.int64)
         memo = self._memo(name, len(self))
         memo[0] = 0
-        parent = np.frombuffer(self._parent, dtype=np.int64)
+        parent = self._parent_view()
         levels, todo = [], sorted_distinct(ids[memo[ids] < 0])
         while len(todo):
             levels.append(todo)
             up = parent[todo]
             todo = sorted_distinct(up[memo[up] < 0])
-        step = np.frombuffer(self._step, dtype=np.int64)
+        step = self._step_view()
         for todo in reversed(levels):  # parents first
             memo[todo] = memo[parent[todo]] + per_step[step[todo]]
         return memo[ids]
@@ -216,7 +230,7 @@ class PrefixTrie:
                     bit = 1 << self._var_bits.setdefault(e.var, len(self._var_bits))
                     flags |= SPLIT if bits & bit else 0
                     bits |= bit
-            if bits >= 1 << 62:  # past the bits of an integer: worked out from the prefix
+            if bits >= 1 << 30:  # past the bits of an id-sized integer: from the prefix
                 flags, bits = flags | WIDE, 0
             self._steps.append(typed)
             self._step_flags.append(flags)
@@ -231,7 +245,7 @@ class PrefixTrie:
         is one step down that keeps it canonical (see :meth:`_extended`)."""
         if not self._steps:
             return np.zeros(len(parents), dtype=bool)
-        own = np.frombuffer(self._step, dtype=np.int64)[parents]
+        own = self._step_view()[parents]
         last = np.frombuffer(self._step_last, dtype=np.uint8)[np.maximum(own, 0)]
         last = np.where(parents > 0, last, 0)
         hosting = np.frombuffer(self._step_hosting, dtype=np.uint8)[np.maximum(steps, 0)]
@@ -240,7 +254,8 @@ class PrefixTrie:
 
     def _children_of(self, parents: np.ndarray, steps: np.ndarray) -> np.ndarray:
         """:meth:`_child` of each (parent, step) pair, new ids given in the pairs' order."""
-        ids, new = self._index().find_or_add(parents * STEPS + steps, len(self._parent))
+        keys = parents.astype(np.int64) * STEPS + steps
+        ids, new = self._index().find_or_add(keys, len(self._parent))
         if len(new):
             self._append(new // STEPS, new % STEPS)
         return ids
@@ -249,21 +264,22 @@ class PrefixTrie:
         """New ids for prefixes ``parents`` followed by steps ``steps`` (the arrays'
         buffers are read through views that end with each expression, so they may grow
         after)."""
+        _room_for(len(self._parent) + len(parents))
         flags = np.frombuffer(self._flags, dtype=np.uint8)[parents].astype(np.int64)
-        above = np.frombuffer(self._vars, dtype=np.int64)[parents]
+        above = self._vars_view()[parents].astype(np.int64)
         bits = np.frombuffer(self._step_vars, dtype=np.int64)[steps]
         flags |= np.frombuffer(self._step_flags, dtype=np.int64)[steps]
         flags |= np.where(above & bits, SPLIT, 0)
-        self._parent.frombytes(parents.astype(np.int64).tobytes())
-        self._step.frombytes(steps.astype(np.int64).tobytes())
+        self._parent.frombytes(_id_bytes(parents))
+        self._step.frombytes(_id_bytes(steps))
         self._flags += flags.astype(np.uint8).tobytes()
-        self._vars.frombytes((above | bits).tobytes())
+        self._vars.frombytes(_id_bytes(above | bits))
 
     def _index(self) -> ChildIndex:
         """The children, rebuilt from the parents and steps after unpickling."""
         if self._children is None:
-            parents = np.frombuffer(self._parent, dtype=np.int64)[1:]
-            steps = np.frombuffer(self._step, dtype=np.int64)[1:]
+            parents = self._parent_view()[1:].astype(np.int64)
+            steps = self._step_view()[1:]
             ids = np.arange(1, len(self._parent), dtype=np.int64)
             self._children = ChildIndex.of(parents * STEPS + steps, ids)
         return self._children
@@ -287,6 +303,7 @@ class PrefixTrie:
         got = self._index().get(key)
         if got is None:
             got = len(self._parent)
+            _room_for(got + 1)
             self._parent.append(parent)
             self._step.append(step)
             flags, bits = self._step_flags[step], self._step_vars[step]
@@ -299,6 +316,29 @@ class PrefixTrie:
 
 STEPS = 1 << 32
 """Step ids stay below it (a key per parent and step)."""
+
+ID_TYPE, ID_CODE = np.int32, "i"
+"""Ids (and step ids, and rank-variable bits) are 4-byte integers: the check of several
+fused loops per rank variable interns tens of millions of prefixes per search, each
+with its parent, its step and its variables, and memos of one id per prefix."""
+
+MOST_IDS = (1 << 31) - 1
+"""Prefixes a trie may hold (ids are 4-byte integers)."""
+
+
+def _room_for(ids: int) -> None:
+    """Refuse to grow a trie past :data:`MOST_IDS` prefixes (its ids would wrap)."""
+    if ids > MOST_IDS:
+        raise FusemapError(
+            f"the mapper's search met more than {MOST_IDS:,} fused prefixes of one Einsum; "
+            "map fewer templates (fewer memories, spatial loops or fused tensors)"
+        )
+
+
+def _id_bytes(values: np.ndarray) -> bytes:
+    """``values`` as the bytes of 4-byte ids."""
+    return np.asarray(values).astype(ID_TYPE).tobytes()
+
 
 NODE_STEP, LOOPS_STEP = 1, 2
 
