@@ -91,6 +91,12 @@ class OrderFreeKeys:
         self._loop_moves: dict[int, int] = {}  # packed (loop set, step) -> loop set
         self._tensor_moves: dict[int, int] = {}  # packed (loop set, step) -> tensor key
         self._key_moves: dict[int, int] = {}  # packed (key, tensor key) -> key
+        interner.when_forgetting(self._forget)
+
+    def _forget(self, size: int) -> None:
+        """The interner forgot its ids ``size`` on: their keys are to be worked out
+        again (the ids are given to other prefixes)."""
+        self._key[size:] = -1
 
     def __call__(self, q: int) -> RowKey:
         """The order-free key of prefix id ``q``."""

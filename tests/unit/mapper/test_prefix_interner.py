@@ -123,7 +123,7 @@ def test_entries_are_the_tuples_they_replace():
 
 OPS = st.lists(
     st.tuples(
-        st.sampled_from(["extend", "intern", "settled", "unmarked", "pickle", "keep"]),
+        st.sampled_from(["extend", "intern", "settled", "unmarked", "pickle", "keep", "forget"]),
         st.lists(st.sampled_from([M_, N_, A_, C_, W_, ("back", HOSTING, "GB")]), max_size=3),
         st.integers(0, 1 << 16),
     ),
@@ -136,8 +136,9 @@ OPS = st.lists(
 @given(OPS)
 def test_ids_and_prefixes_match_one_to_one(batch_from, ops):
     """Whatever mix of extending by runs of entries, interning whole prefixes, settling,
-    dropping marks, a round trip through pickle (children rebuilt) and keeping only some
-    prefixes (:meth:`kept_only`, each keeping its prefix) made them, two
+    dropping marks, a round trip through pickle (children rebuilt), keeping only some
+    prefixes (:meth:`kept_only`, each keeping its prefix) and forgetting the newest
+    (:meth:`forget_from`, the memos with them; the ids given again) made them, two
     ids are equal exactly when their prefixes are, and each id's prefix is canonical
     (settled and unmarked as arrays, or one id at a time)."""
     with arrays_from(batch_from):
@@ -153,6 +154,8 @@ def _ids_and_prefixes_match(ops) -> None:
             continue
         if op in ("settled", "unmarked"):
             getattr(p, op)(np.array([pick % len(p.prefixes)]))
+        elif op == "forget":
+            _forget_the_newest(p, 1 + pick % len(p))
         elif op == "keep":
             ids = np.array([q for q in range(len(p)) if pick >> (q % 17) & 1], dtype=np.int64)
             other = PrefixInterner()  # some of the ancestors there already, other ids
@@ -185,6 +188,33 @@ def _ids_and_prefixes_match(ops) -> None:
         kept = plain if max(map(len, runs)) < 2 else x  # marks go where no gap holds two
         assert p.prefixes[int(settled[q])] == kept
         assert p.prefixes[int(unmarked[q])] == plain
+
+
+def test_forgotten_ids_leave_no_answer_behind():
+    """The memos forget with the prefixes: an older prefix's unmarked id that was
+    forgotten is worked out again, and a forgotten id given again answers for its new
+    prefix, not its old one."""
+    p = PrefixInterner()
+    marked = p.intern((M_, W_, N_))
+    size = len(p)
+    unmarked = int(p.unmarked(np.array([marked]))[0])  # a new id: (M_, N_)
+    deep = p.intern((M_, N_, A_, M_))
+    assert unmarked >= size and p.loop_counts(np.array([unmarked, deep])).tolist() == [2, 3]
+    p.forget_from(size)
+    assert p.intern((C_,)) == unmarked  # the forgotten id given again
+    assert p.loop_counts(np.array([unmarked])).tolist() == [0]
+    again = int(p.unmarked(np.array([marked]))[0])
+    assert again != unmarked and p.prefixes[again] == (M_, N_)
+
+
+def _forget_the_newest(p: PrefixInterner, size: int) -> None:
+    """``p.forget_from(size)``: the older prefixes stay as they were, and whoever
+    asked is told."""
+    before, older, told = len(p), p.prefixes[:size], []
+    p.when_forgetting(told.append)
+    p.forget_from(size)
+    assert len(p) == min(size, before) and p.prefixes[:] == older
+    assert told == ([size] if size < before else [])
 
 
 def _compatibility_as_read_from_each_prefix(p: PrefixInterner, every: list) -> None:

@@ -150,6 +150,10 @@ class PrunedAsFinished:
         # Per tiler (by identity; the tiler kept so its id stays its own), the orders of
         # its result the last prune kept.
         self.held_orders: dict[int, tuple[TemplateTiler, HeldOrders]] = {}
+        self.discarding = False
+        """Whether ``useful`` gave up the table (:class:`~fusemap.mapper.check_rows.
+        FirstSearch`, tripped): from then on every result is cut to no row, so nothing
+        refers to the search's prefixes and the search may forget them."""
 
     def __call__(
         self, tilers: list[TemplateTiler], out: list[TemplateResult | None], i: int
@@ -161,10 +165,21 @@ class PrunedAsFinished:
             keep = np.flatnonzero(np.asarray(self.useful(r, self.ordering.interner), dtype=bool))
             if len(keep) < r.rows:
                 r = out[i] = r.compact(keep)
+            if not self.discarding and getattr(self.useful, "tripped", False):
+                self._discard(tilers, out)
         self.held += r.rows
         if self.ordering.prune and self.held >= self.next_at:
             self.held = self.prune(tilers, out)
             self.next_at = self.held + max(PRUNE_FROM_ROWS, self.held)
+
+    def _discard(self, tilers: list[TemplateTiler], out: list[TemplateResult | None]) -> None:
+        """The table is given up: every result held cut to no row, its orders dropped."""
+        self.discarding = True
+        for k, r in enumerate(out):
+            if r is not None and r.rows and not tilers[k].relaxed:
+                out[k] = r.compact(np.zeros(0, dtype=np.int64))
+        self.held_orders.clear()
+        self.held = 0
 
     def prune(self, tilers: list[TemplateTiler], out: list[TemplateResult | None]) -> int:
         """Cut the results of ``out`` to the rows some order of which the prune across

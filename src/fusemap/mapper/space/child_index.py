@@ -192,6 +192,15 @@ class ChildIndex:
         """Add a new ``key`` with id ``q``."""
         self.add(np.array([key], dtype=np.int64), np.array([q], dtype=ID))
 
+    def forget_ids_from(self, first: int) -> None:
+        """Drop the keys of ids ``first`` on (one pass over the arrays)."""
+        keys, ids = self._held()
+        kept = ids < first
+        self._empty_table(SMALLEST)
+        self.add(keys[kept], ids[kept])
+        kept = self._ids < first
+        self._keys, self._ids = self._keys[kept], self._ids[kept]
+
     def _grow(self, need: int) -> None:
         """A table of room for ``need`` keys at half full, holding the keys it held."""
         keys, ids = self._held()

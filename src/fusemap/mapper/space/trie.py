@@ -5,7 +5,7 @@ and added one at a time or as arrays."""
 from __future__ import annotations
 
 from array import array
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from itertools import chain
 from typing import Any, TypeVar
 
@@ -29,7 +29,7 @@ _Trie = TypeVar("_Trie", bound="PrefixTrie")
 
 _NOT_SENT = frozenset(
     ["_loops", "_unmarked", "_children", "_step_ids", "_lengths", "_permuted", "_loop_steps"]
-    + ["_memos", "_depths"]
+    + ["_memos", "_depths", "_forgetting"]
 )
 """Attributes a pickled trie leaves out: caches, and the children (rebuilt from the
 parents and steps when needed)."""
@@ -126,6 +126,34 @@ class PrefixTrie:
             todo = sorted_distinct(parent[todo])
             todo = todo[~keep[todo]]
         return keep
+
+    def forget_from(self, size: int) -> None:
+        """Forget the prefixes of ids ``size`` on, to be given again: what a search
+        interned for rows nothing refers to any more (the check's first search, once
+        its table is given up, interns tens of millions). The memos forget them too,
+        and so does whatever :meth:`when_forgetting` registered."""
+        if size >= len(self):
+            return
+        assert size >= 1, "the empty prefix stays"
+        for column in (self._parent, self._step, self._vars, self._flags):
+            del column[size:]
+        for name in _ID_MEMOS:
+            memo = self.__dict__.get(name)
+            if memo is not None:
+                memo[size:] = -1
+        unmarked = self.__dict__.get("_unmarked")
+        if unmarked is not None:  # its values are ids too
+            unmarked[unmarked >= size] = -1
+        self.__dict__.pop("_memos", None)
+        if self._children is not None:
+            self._children.forget_ids_from(size)
+        for told in self.__dict__.get("_forgetting", ()):
+            told(size)
+
+    def when_forgetting(self, told: Callable[[int], None]) -> None:
+        """Call ``told(size)`` whenever :meth:`forget_from` forgets ids ``size`` on (a
+        cache of values per id; not pickled)."""
+        self.__dict__.setdefault("_forgetting", []).append(told)
 
     def memo_of(self, key: Hashable) -> dict:
         """A dict for a caller's values per prefix id under ``key``: an id never changes
@@ -313,6 +341,9 @@ class PrefixTrie:
             self._index().add_one(key, got)
         return got
 
+
+_ID_MEMOS = ("_loops", "_unmarked", "_depths")
+"""The memos of one value per prefix id (:meth:`PrefixTrie._memo`)."""
 
 STEPS = 1 << 32
 """Step ids stay below it (a key per parent and step)."""

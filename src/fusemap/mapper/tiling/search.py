@@ -38,6 +38,10 @@ class ResultPruner(Protocol):
     of ``out`` by fewer of their rows: those a prune across templates would keep (what
     the search holds stays small)."""
 
+    discarding: bool
+    """Whether every result is cut to no row from now on (nothing refers to the
+    search's prefixes any more)."""
+
     def __call__(
         self, tilers: list[TemplateTiler], out: list[TemplateResult | None], i: int
     ) -> None: ...
@@ -180,6 +184,7 @@ class _SharedSearch:
             forks.setdefault(self.tilers[i].stage_key(j), []).append(i)
         for members in forks.values():
             tiler = self.tilers[members[0]]
+            interned = len(tiler.interner)
             bounds = self._ceilings(members, j)
             ceiling = max(b[1] for b in bounds)
             # The nodes below each member add at least so much (rest_bound).
@@ -190,8 +195,20 @@ class _SharedSearch:
             if len(st.crit) == 0:
                 for i in members:
                     self.finished(i, self.tilers[i].finish(stages + [st]))
-                continue
-            self.descend(members, j + 1, stages + [st])
+            else:
+                self.descend(members, j + 1, stages + [st])
+            self._forget_since(tiler, interned)
+
+    def _forget_since(self, tiler: TemplateTiler, interned: int) -> None:
+        """Once the pruner cuts every result to no row, forget the prefixes a fork
+        interned (``tiler``'s interner held ``interned`` before it), when they are many:
+        only its stages, done now, referred to them. The stages above it are older, and
+        so is what :meth:`~.fronts.FrontCache.backed` keeps (the rows entering a fused
+        node, extended before the forks below it)."""
+        if self.pruner is None or not self.pruner.discarding or tiler.relaxed:
+            return
+        if len(tiler.interner) - interned >= FORGET_FROM:
+            tiler.interner.forget_from(interned)
 
     def _of_use(self, group: list[int], j: int, prev: Stage) -> Stage:
         """The rows of ``prev`` entering the deepest fused node ``j`` (shared by
@@ -244,6 +261,11 @@ class _SharedSearch:
                 self._count(more[0])
             self.finished(i, tiler.finish(_own(tiler, stages + more)))
         return rest
+
+
+FORGET_FROM = 1 << 20
+"""Prefixes a finished fork must have interned for the search to forget them (each
+forgetting is one pass over the interner)."""
 
 
 def alone_with_nothing_held(tiler: TemplateTiler) -> bool:
