@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -41,3 +42,26 @@ def combined_ids(
     if seq is None or not len(ids):
         return ids
     return seq * (int(ids.max()) + 1) + ids
+
+
+BOUND_SLICE = 1 << 21
+"""Rows a row bound (``within``) is given at once: a large stage's candidate rows are
+tens of millions in the check, and the bound's copies of their tiles and its own
+arrays, for all of them at once, were gigabytes on top of the stage."""
+
+
+def bounded_in_slices(
+    within: Callable[[np.ndarray, np.ndarray], np.ndarray],
+    below: np.ndarray,
+    energy: np.ndarray,
+    origin: np.ndarray,
+    ok: np.ndarray,
+) -> np.ndarray:
+    """``within(below[r], energy[origin[r]])`` of each row ``r`` that is ``ok``, a slice
+    of :data:`BOUND_SLICE` rows at a time (the bound is one of each row alone)."""
+    rows = np.flatnonzero(ok)
+    out = np.empty(len(rows), dtype=bool)
+    for start in range(0, len(rows), BOUND_SLICE):
+        at = rows[start : start + BOUND_SLICE]
+        out[start : start + len(at)] = within(below[at], energy[origin[at]])
+    return out

@@ -42,7 +42,7 @@ from .rank_tiles import RankTiles
 from .reservations import Reservations, Sizes, build_reservations
 from .result import TemplateResult
 from .spreads import Spreads
-from .stage import Stage, combined_ids
+from .stage import Stage, bounded_in_slices, combined_ids
 from .terms import node_terms, passed_loops
 from .uneven import UnevenCounts
 
@@ -363,7 +363,7 @@ class TemplateTiler:
             ok &= (mids < sizes[origin]).any(axis=1)  # a fused node opens its gap
         leaf = self.uneven is not None and last  # the leaf's costs per row, added below
         if within is not None and not leaf:
-            ok[ok] = within(below[ok], rows.cost[origin[ok], 0])
+            ok[ok] = bounded_in_slices(within, below, rows.cost[:, 0], origin, ok)
         mids, origin, below = mids[ok], origin[ok], below[ok]
         cost = rows.cost[origin]
         state = None if state is None else state[ok]
