@@ -389,32 +389,3 @@ def test_a_floor_of_the_shape_itself_loses_rows(tmp_path, monkeypatch):
     monkeypatch.setattr(FrontFloor, "of", own_shape_only)
     wrong = _tables(spec, None, None, None, 1.3)
     assert any(_fingerprint(wrong[n]) != _fingerprint(plain[n]) for n in plain)
-
-
-@settings(max_examples=200, deadline=None)
-@given(
-    st.lists(st.tuples(st.integers(1, 64), st.integers(1, 64), st.booleans()), max_size=40),
-    st.integers(1, 7),
-)
-def test_a_row_bound_given_a_slice_at_a_time_answers_as_given_every_row(rows, size):
-    """``bounded_in_slices``: each row ``ok`` bounded by its own tiles and its origin's
-    energy, whatever the slices (the search's bound is one of each row alone)."""
-    from fusemap.mapper.tiling import stage
-
-    below = np.array([[a, b] for a, b, _ in rows], dtype=np.int64).reshape(len(rows), 2)
-    ok = np.array([k for _, _, k in rows], dtype=bool)
-    origin = np.arange(len(rows))[::-1].copy()
-    energy = np.arange(len(rows), dtype=np.float64) * 0.5
-
-    def within(tiles, spent):
-        assert len(tiles) <= size and len(tiles) == len(spent)
-        return (tiles.sum(axis=1) + spent) % 3 < 1.5
-
-    want = [bool((a + b + energy[origin[r]]) % 3 < 1.5) for r, (a, b, k) in enumerate(rows) if k]
-    before = stage.BOUND_SLICE
-    try:
-        stage.BOUND_SLICE = size
-        got = stage.bounded_in_slices(within, below, energy, origin, ok)
-    finally:
-        stage.BOUND_SLICE = before
-    assert got.tolist() == want

@@ -44,6 +44,16 @@ def combined_ids(
     return seq * (int(ids.max()) + 1) + ids
 
 
+def any_smaller(mids: np.ndarray, sizes: np.ndarray, origin: np.ndarray) -> np.ndarray:
+    """Per row ``r``, whether some column of ``mids[r]`` is smaller than in
+    ``sizes[origin[r]]``: a column at a time (the rows' entering sizes gathered whole,
+    with the comparison's table, were a large stage's peak of memory)."""
+    out = np.zeros(len(mids), dtype=bool)
+    for k in range(mids.shape[1]):
+        out |= mids[:, k] < sizes[origin, k]
+    return out
+
+
 BOUND_SLICE = 1 << 21
 """Rows a row bound (``within``) is given at once: a large stage's candidate rows are
 tens of millions in the check, and the bound's copies of their tiles and its own

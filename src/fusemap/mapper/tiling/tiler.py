@@ -42,7 +42,7 @@ from .rank_tiles import RankTiles
 from .reservations import Reservations, Sizes, build_reservations
 from .result import TemplateResult
 from .spreads import Spreads
-from .stage import Stage, bounded_in_slices, combined_ids
+from .stage import Stage, any_smaller, bounded_in_slices, combined_ids
 from .terms import node_terms, passed_loops
 from .uneven import UnevenCounts
 
@@ -360,7 +360,7 @@ class TemplateTiler:
             ok &= (below == 1).all(axis=1)
         spatial_here = sum(s.slot == j + 1 for s in t.spatial)
         if (j + 1) in self.fused_pos and not self._may_touch(j) and not spatial_here:
-            ok &= (mids < sizes[origin]).any(axis=1)  # a fused node opens its gap
+            ok &= any_smaller(mids, sizes, origin)  # a fused node opens its gap
         leaf = self.uneven is not None and last  # the leaf's costs per row, added below
         if within is not None and not leaf:
             ok[ok] = bounded_in_slices(within, below, rows.cost[:, 0], origin, ok)
