@@ -1,31 +1,38 @@
-"""The check's first searches, made to hold less: one that gives up its table (past its
-row bound) forgets the prefixes of every finished fork of the tile-shape search
-(``tiling/search.py``, ``PrefixTrie.forget_from``: nothing refers to them once every
-result is cut to no row), and every search bounds its rows a slice at a time
-(``tiling/stage.py``, ``bounded_in_slices``). What a first search records, each
-order-free key's least costs per template, must be what it records otherwise."""
+"""The tile-shape search forgets the prefixes of every finished fork (the templates
+agreeing on one stage; ``tiling/search.py``, ``PrefixTrie.forget_from``): results are
+moved into the table's own interner as they finish, so only the fork's stages referred
+to them. Its rows are bounded a slice at a time (``tiling/stage.py``,
+``bounded_in_slices``). Every table, and what each first search of the check records
+(each order-free key's least costs per template), must be what they are otherwise."""
 
 from __future__ import annotations
 
 import pytest
 
 from fusemap.examples import example_path
-from fusemap.mapper import full_space
+from fusemap.mapper import deferred_hosting, full_space
 from fusemap.mapper.ffm import map_workload
+from fusemap.mapper.pmappings import generate, tables
 from fusemap.mapper.space.trie import PrefixTrie
 from fusemap.mapper.tiling import search, stage
 from fusemap.spec.spec import load_spec
 
 CHAIN = {"N": 3, "M": 256, "SIZES": [64, 16, 64, 16], "BUFFER_KIB": 1}
+NEVER = 1 << 62
 
 
-def _keys_found(
-    monkeypatch, most: int, forget_from: int = 1 << 62, bound_slice: int = 1 << 21
-) -> tuple[dict, int, float]:
-    """Per first search, per template, each key's least (energy, latency); the ids
-    forgotten; the optimum's energy (first searches give up past ``most`` rows)."""
+def _searched(patch, most: int, forget_from: int = NEVER, bound_slice: int = 1 << 21):
+    """Every table made (its rows: energy, latency if known, prefix), per first search per
+    template each key's least (energy, latency), the ids forgotten and the optimum's
+    energy (first searches give up past ``most`` rows)."""
+    with patch.context() as monkeypatch:
+        return _searched_patched(monkeypatch, most, forget_from, bound_slice)
+
+
+def _searched_patched(monkeypatch, most: int, forget_from: int, bound_slice: int):
     monkeypatch.setattr(full_space, "SEMI_JOIN_ROWS", most)
     monkeypatch.setattr(search, "FORGET_FROM", forget_from)
+    monkeypatch.setattr(search, "FORGET_SHARE", 0.0 if forget_from < NEVER else 1.0)
     monkeypatch.setattr(stage, "BOUND_SLICE", bound_slice)
     real, found = full_space._search_in_worker, {}
 
@@ -39,6 +46,22 @@ def _keys_found(
             }
         return out
 
+    made_tables, made = [], generate.generate_pmappings
+
+    def table_rows(*args, **kwargs):
+        table = made(*args, **kwargs)
+        prefixes = table.fusion.interner.prefixes if table.fusion is not None else None
+        seqs = table.fusion.seq.tolist() if table.fusion is not None else [0] * len(table)
+        made_tables.append(
+            sorted(
+                (e, None if lat != lat else lat, prefixes[q] if prefixes is not None else ())
+                for e, lat, q in zip(
+                    table.energy.tolist(), table.latency.tolist(), seqs, strict=True
+                )
+            )
+        )
+        return table
+
     forgotten = [0]
     forget = PrefixTrie.forget_from
 
@@ -47,28 +70,32 @@ def _keys_found(
         forget(trie, size)
 
     monkeypatch.setattr(full_space, "_search_in_worker", spy)
+    monkeypatch.setattr(full_space, "generate_pmappings", table_rows)
+    for module in (generate, tables, deferred_hosting):
+        monkeypatch.setattr(module, "generate_pmappings", table_rows)
     monkeypatch.setattr(PrefixTrie, "forget_from", counting)
     spec = load_spec(example_path("arch.yaml"), example_path("matmul_chain.yaml"), variables=CHAIN)
     got = map_workload(spec, "energy", jobs=1)
-    return found, forgotten[0], got.best.result.energy
+    return made_tables, found, forgotten[0], got.best.result.energy
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("most", [0, 40])
-def test_a_given_up_first_search_records_the_same_keys_forgetting_its_prefixes(monkeypatch, most):
-    """Given up at once (``most`` 0), or once it kept some rows, whose loop orders the
-    prunes across templates had worked out: they are dropped with the table."""
-    remembered, none, optimum = _keys_found(monkeypatch, most)
-    forgetting, some, again = _keys_found(monkeypatch, most, forget_from=1)
+def test_a_search_forgetting_its_prefixes_makes_the_same_tables_and_keys(monkeypatch, most):
+    """Forgetting after every fork or never; the first searches giving up at once
+    (``most`` 0) or after 40 rows."""
+    tables, keys, none, optimum = _searched(monkeypatch, most)
+    forgetting, same_keys, some, again = _searched(monkeypatch, most, forget_from=1)
     assert none == 0 and some > 0
-    assert forgetting == remembered and sum(map(len, remembered.values())) > 0
+    assert forgetting == tables and len(tables) > 3
+    assert same_keys == keys and sum(map(len, keys.values())) > 0
     assert again == optimum
 
 
 @pytest.mark.slow
-def test_rows_bounded_a_few_at_a_time_keep_the_same_keys(monkeypatch):
-    """The row bound given 3 rows at a time: the same keys, the same optimum."""
-    whole, _, optimum = _keys_found(monkeypatch, 40)
-    sliced, _, again = _keys_found(monkeypatch, 40, bound_slice=3)
-    assert sliced == whole and sum(map(len, whole.values())) > 0
+def test_rows_bounded_a_few_at_a_time_make_the_same_tables_and_keys(monkeypatch):
+    """The row bound given 3 rows at a time: the same tables, keys and optimum."""
+    tables, keys, _, optimum = _searched(monkeypatch, 40)
+    sliced, same_keys, _, again = _searched(monkeypatch, 40, bound_slice=3)
+    assert sliced == tables and same_keys == keys and sum(map(len, keys.values())) > 0
     assert again == optimum

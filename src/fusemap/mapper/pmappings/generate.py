@@ -187,8 +187,8 @@ class EinsumSearch:
         if not self.config.fusion:
             return None
         einsum = self.info.name
-        ordering = Ordering(
-            einsum, self.objective, self.shared, self.interner,
+        ordering = Ordering(  # the table's own interner: the search's forgets
+            einsum, self.objective, self.shared, PrefixInterner(),
             {t: top_memory(self.arch, einsum) for t in self.shared}, self.prune,
             self.amounts == [{}],
         )  # fmt: skip

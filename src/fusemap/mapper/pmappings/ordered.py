@@ -150,10 +150,12 @@ class PrunedAsFinished:
         # Per tiler (by identity; the tiler kept so its id stays its own), the orders of
         # its result the last prune kept.
         self.held_orders: dict[int, tuple[TemplateTiler, HeldOrders]] = {}
-        self.discarding = False
-        """Whether ``useful`` gave up the table (:class:`~fusemap.mapper.check_rows.
-        FirstSearch`, tripped): from then on every result is cut to no row, so nothing
-        refers to the search's prefixes and the search may forget them."""
+        self.frees_prefixes = True
+        """Whether the results told of refer to the ordering's interner, not to the
+        search's: each is moved there as it finishes (false once a result came from a
+        search sharing the ordering's interner), so only the search's stages refer to
+        the search's prefixes (:meth:`~fusemap.mapper.tiling.search._SharedSearch.
+        descend` forgets them)."""
 
     def __call__(
         self, tilers: list[TemplateTiler], out: list[TemplateResult | None], i: int
@@ -161,20 +163,32 @@ class PrunedAsFinished:
         r = out[i]
         if r is None or tilers[i].relaxed:
             return
+        searched = tilers[i].interner
         if self.useful is not None:
-            keep = np.flatnonzero(np.asarray(self.useful(r, self.ordering.interner), dtype=bool))
+            keep = np.flatnonzero(np.asarray(self.useful(r, searched), dtype=bool))
             if len(keep) < r.rows:
                 r = out[i] = r.compact(keep)
-            if not self.discarding and getattr(self.useful, "tripped", False):
+            if getattr(self.useful, "tripped", False) and self.held:
                 self._discard(tilers, out)
+        r = out[i] = self._moved(r, searched)
         self.held += r.rows
         if self.ordering.prune and self.held >= self.next_at:
             self.held = self.prune(tilers, out)
             self.next_at = self.held + max(PRUNE_FROM_ROWS, self.held)
 
+    def _moved(self, r: TemplateResult, searched: PrefixInterner) -> TemplateResult:
+        """``r`` with its prefixes in the ordering's interner (``searched``: the
+        search's), copied there a level of the trie at a time."""
+        interner = self.ordering.interner
+        if searched is interner:
+            self.frees_prefixes = False
+        if r.seq is None or searched is interner:
+            return r
+        return replace(r, seq=searched.copied_into(r.seq, interner))
+
     def _discard(self, tilers: list[TemplateTiler], out: list[TemplateResult | None]) -> None:
-        """The table is given up: every result held cut to no row, its orders dropped."""
-        self.discarding = True
+        """The table is given up: every result held cut to no row (less to hold), its
+        orders dropped."""
         for k, r in enumerate(out):
             if r is not None and r.rows and not tilers[k].relaxed:
                 out[k] = r.compact(np.zeros(0, dtype=np.int64))

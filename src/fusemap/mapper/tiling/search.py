@@ -38,9 +38,9 @@ class ResultPruner(Protocol):
     of ``out`` by fewer of their rows: those a prune across templates would keep (what
     the search holds stays small)."""
 
-    discarding: bool
-    """Whether every result is cut to no row from now on (nothing refers to the
-    search's prefixes any more)."""
+    frees_prefixes: bool
+    """Whether the results told of no longer refer to the search's prefixes (only its
+    stages do)."""
 
     def __call__(
         self, tilers: list[TemplateTiler], out: list[TemplateResult | None], i: int
@@ -200,14 +200,15 @@ class _SharedSearch:
             self._forget_since(tiler, interned)
 
     def _forget_since(self, tiler: TemplateTiler, interned: int) -> None:
-        """Once the pruner cuts every result to no row, forget the prefixes a fork
-        interned (``tiler``'s interner held ``interned`` before it), when they are many:
-        only its stages, done now, referred to them. The stages above it are older, and
-        so is what :meth:`~.fronts.FrontCache.backed` keeps (the rows entering a fused
-        node, extended before the forks below it)."""
-        if self.pruner is None or not self.pruner.discarding or tiler.relaxed:
+        """Forget the prefixes a fork interned (``tiler``'s interner held ``interned``
+        before it), when they are many, if the pruner moves the results off the
+        search's interner: only the fork's stages, done now, referred to them. The
+        stages above it are older, and so is what :meth:`~.fronts.FrontCache.backed`
+        keeps (the rows entering a fused node, extended before the forks below it)."""
+        if self.pruner is None or not self.pruner.frees_prefixes or tiler.relaxed:
             return
-        if len(tiler.interner) - interned >= FORGET_FROM:
+        made = len(tiler.interner) - interned
+        if made >= FORGET_FROM and made >= FORGET_SHARE * interned:  # a pass over them all
             tiler.interner.forget_from(interned)
 
     def _of_use(self, group: list[int], j: int, prev: Stage) -> Stage:
@@ -264,8 +265,11 @@ class _SharedSearch:
 
 
 FORGET_FROM = 1 << 20
-"""Prefixes a finished fork must have interned for the search to forget them (each
-forgetting is one pass over the interner)."""
+"""Prefixes a finished fork must have interned for the search to forget them."""
+
+FORGET_SHARE = 1.0
+"""And at least this share of those there were before it: each forgetting is one pass
+over them all."""
 
 
 def alone_with_nothing_held(tiler: TemplateTiler) -> bool:
