@@ -144,7 +144,8 @@ def _stats(n_templates: int, counts: TilingCounts, rows: int, seconds: float) ->
 @dataclass
 class EinsumSearch:
     """What the tilers of one Einsum's templates share: the Einsum, its tensors' place in
-    the workload, the search's knobs, one prefix interner and one memo of terms."""
+    the workload, the search's knobs, the search's prefix interner (the table's is its
+    pruner's own: the results move there as they finish) and one memo of terms."""
 
     info: EinsumInfo
     workload: WorkloadInfo
