@@ -180,11 +180,10 @@ class PrunedAsFinished:
         """``r`` with its prefixes in the ordering's interner (``searched``: the
         search's), copied there a level of the trie at a time."""
         interner = self.ordering.interner
-        if searched is interner:
+        if searched is interner:  # nothing to move, and the search may not forget
             self.frees_prefixes = False
-        if r.seq is None or searched is interner:
             return r
-        return replace(r, seq=searched.copied_into(r.seq, interner))
+        return r if r.seq is None else replace(r, seq=searched.copied_into(r.seq, interner))
 
     def _discard(self, tilers: list[TemplateTiler], out: list[TemplateResult | None]) -> None:
         """The table is given up: every result held cut to no row (less to hold), its
