@@ -87,6 +87,11 @@ class Joinable:
 
 Costed = tuple[np.ndarray, np.ndarray, np.ndarray]  # key numbers, least energy, least latency
 
+KEY_NUMBER = np.int32
+"""A key's number in :class:`KeysFound` (fewer keys than a search's prefix ids, which
+are 4-byte: ``space/trie.py``): GPT-3's softmax at batch 64, 256 tokens records over a
+hundred million (template, key) pairs."""
+
 
 class KeysFound:
     """The order-free keys of the rows a first search would keep, each numbered once
@@ -99,7 +104,7 @@ class KeysFound:
         self._number: dict[RowKey, int] = {}
         self._chunks: dict[tuple, list[Costed]] = {}
         self._source: Sequence[RowKey] | None = None  # the key list last added from
-        self._numbers = np.zeros(0, dtype=np.int64)  # its keys' numbers (-1: not yet)
+        self._numbers = np.zeros(0, dtype=KEY_NUMBER)  # its keys' numbers (-1: not yet)
 
     def add(self, template: tuple, keys: Sequence[RowKey], energy, latency, index=None) -> None:
         """Rows of ``template`` having keys ``keys[index]`` (all of ``keys`` if None), at
@@ -108,9 +113,9 @@ class KeysFound:
         once."""
         index = np.arange(len(keys)) if index is None else np.asarray(index, dtype=np.int64)
         if keys is not self._source:
-            self._source, self._numbers = keys, np.zeros(0, dtype=np.int64)
+            self._source, self._numbers = keys, np.zeros(0, dtype=KEY_NUMBER)
         if len(keys) > len(self._numbers):
-            grown = np.full(len(keys), -1, dtype=np.int64)
+            grown = np.full(len(keys), -1, dtype=KEY_NUMBER)
             grown[: len(self._numbers)] = self._numbers
             self._numbers = grown
         for i in sorted_distinct(index[self._numbers[index] < 0]).tolist():

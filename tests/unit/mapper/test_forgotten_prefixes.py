@@ -2,34 +2,48 @@
 agreeing on one stage; ``tiling/search.py``, ``PrefixTrie.forget_from``): results are
 moved into the table's own interner as they finish, so only the fork's stages referred
 to them. Its rows are bounded a slice at a time (``tiling/stage.py``,
-``bounded_in_slices``). Every table, and what each first search of the check records
+``bounded_in_slices``), and once a first search keeps no row its templates finish
+without their rows' reservations (``TemplateTiler.finish``). Every table, and what each first search of the check records
 (each order-free key's least costs per template), must be what they are otherwise."""
 
 from __future__ import annotations
+
+import re
+from pathlib import Path
 
 import pytest
 
 from fusemap.examples import example_path
 from fusemap.mapper import deferred_hosting, full_space
 from fusemap.mapper.ffm import map_workload
-from fusemap.mapper.pmappings import generate, tables
+from fusemap.mapper.pmappings import generate, ordered, tables
 from fusemap.mapper.space.trie import PrefixTrie
-from fusemap.mapper.tiling import search, stage
+from fusemap.mapper.tiling import search, stage, tiler
 from fusemap.spec.spec import load_spec
 
 CHAIN = {"N": 3, "M": 256, "SIZES": [64, 16, 64, 16], "BUFFER_KIB": 1}
 NEVER = 1 << 62
 
 
-def _searched(patch, most: int, forget_from: int = NEVER, bound_slice: int = 1 << 21):
+def _searched(
+    patch,
+    most: int,
+    forget_from: int = NEVER,
+    bound_slice: int = 1 << 21,
+    light: bool = True,
+    arch: Path | str | None = None,
+):
     """Every table made (its rows: energy, latency if known, prefix), per first search per
-    template each key's least (energy, latency), the ids forgotten and the optimum's
-    energy (first searches give up past ``most`` rows)."""
+    template each key's least (energy, latency), the ids forgotten (``light``: the
+    results finished without their rows' reservations) and the optimum's energy (first
+    searches give up past ``most`` rows; ``arch``: not the example's)."""
     with patch.context() as monkeypatch:
-        return _searched_patched(monkeypatch, most, forget_from, bound_slice)
+        if not light:
+            monkeypatch.setattr(ordered.PrunedAsFinished, "keeps_no_row", False)
+        return _searched_patched(monkeypatch, most, forget_from, bound_slice, arch)
 
 
-def _searched_patched(monkeypatch, most: int, forget_from: int, bound_slice: int):
+def _searched_patched(monkeypatch, most, forget_from, bound_slice, arch: Path | str | None):
     monkeypatch.setattr(full_space, "SEMI_JOIN_ROWS", most)
     monkeypatch.setattr(search, "FORGET_FROM", forget_from)
     monkeypatch.setattr(search, "FORGET_SHARE", 0.0 if forget_from < NEVER else 1.0)
@@ -62,21 +76,27 @@ def _searched_patched(monkeypatch, most: int, forget_from: int, bound_slice: int
         )
         return table
 
-    forgotten = [0]
-    forget = PrefixTrie.forget_from
+    forgotten, light = [0], [0]
+    forget, finish = PrefixTrie.forget_from, tiler.TemplateTiler.finish
 
     def counting(trie, size):
         forgotten[0] += max(0, len(trie) - size)
         forget(trie, size)
 
+    def finishing(t, stages, rows_wanted=True):
+        light[0] += not rows_wanted
+        return finish(t, stages, rows_wanted)
+
+    monkeypatch.setattr(tiler.TemplateTiler, "finish", finishing)
     monkeypatch.setattr(full_space, "_search_in_worker", spy)
     monkeypatch.setattr(full_space, "generate_pmappings", table_rows)
     for module in (generate, tables, deferred_hosting):
         monkeypatch.setattr(module, "generate_pmappings", table_rows)
     monkeypatch.setattr(PrefixTrie, "forget_from", counting)
-    spec = load_spec(example_path("arch.yaml"), example_path("matmul_chain.yaml"), variables=CHAIN)
+    arch = arch or example_path("arch.yaml")
+    spec = load_spec(arch, example_path("matmul_chain.yaml"), variables=CHAIN)
     got = map_workload(spec, "energy", jobs=1)
-    return made_tables, found, forgotten[0], got.best.result.energy
+    return made_tables, found, (forgotten[0], light[0]), got.best.result.energy
 
 
 @pytest.mark.slow
@@ -84,8 +104,8 @@ def _searched_patched(monkeypatch, most: int, forget_from: int, bound_slice: int
 def test_a_search_forgetting_its_prefixes_makes_the_same_tables_and_keys(monkeypatch, most):
     """Forgetting after every fork or never; the first searches giving up at once
     (``most`` 0) or after 40 rows."""
-    tables, keys, none, optimum = _searched(monkeypatch, most)
-    forgetting, same_keys, some, again = _searched(monkeypatch, most, forget_from=1)
+    tables, keys, (none, _), optimum = _searched(monkeypatch, most)
+    forgetting, same_keys, (some, _), again = _searched(monkeypatch, most, forget_from=1)
     assert none == 0 and some > 0
     assert forgetting == tables and len(tables) > 3
     assert same_keys == keys and sum(map(len, keys.values())) > 0
@@ -98,4 +118,26 @@ def test_rows_bounded_a_few_at_a_time_make_the_same_tables_and_keys(monkeypatch)
     tables, keys, _, optimum = _searched(monkeypatch, 40)
     sliced, same_keys, _, again = _searched(monkeypatch, 40, bound_slice=3)
     assert sliced == tables and same_keys == keys and sum(map(len, keys.values())) > 0
+    assert again == optimum
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("leak", [True, False])
+def test_results_finished_without_their_rows_make_the_same_tables_and_keys(
+    monkeypatch, tmp_path, leak
+):
+    """Once a first search keeps no row (at once: most 0), its templates finish without
+    their rows' reservations: the same tables, keys and optimum as finished whole. With
+    leakage every search works out latency; without it (``arch.yaml`` made leak-free)
+    energy alone."""
+    arch = None
+    if not leak:
+        text = Path(example_path("arch.yaml")).read_text()
+        arch = tmp_path / "arch.yaml"
+        arch.write_text(re.sub(r"leak_power: \S+", "leak_power: 0", text))
+        assert arch.read_text() != text
+    tables, keys, (_, light), optimum = _searched(monkeypatch, 0, arch=arch)
+    whole, same_keys, (_, none), again = _searched(monkeypatch, 0, light=False, arch=arch)
+    assert light > 0 and none == 0
+    assert whole == tables and same_keys == keys and sum(map(len, keys.values())) > 0
     assert again == optimum

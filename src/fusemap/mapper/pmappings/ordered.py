@@ -157,6 +157,12 @@ class PrunedAsFinished:
         the search's prefixes (:meth:`~fusemap.mapper.tiling.search._SharedSearch.
         descend` forgets them)."""
 
+    @property
+    def keeps_no_row(self) -> bool:
+        """Whether every result from now on is cut to no row: ``useful`` is a first
+        search past its rows (:class:`~fusemap.mapper.check_rows.FirstSearch`)."""
+        return bool(getattr(self.useful, "tripped", False))
+
     def __call__(
         self, tilers: list[TemplateTiler], out: list[TemplateResult | None], i: int
     ) -> None:

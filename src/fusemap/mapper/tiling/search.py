@@ -42,6 +42,12 @@ class ResultPruner(Protocol):
     """Whether the results told of no longer refer to the search's prefixes (only its
     stages do)."""
 
+    @property
+    def keeps_no_row(self) -> bool:
+        """Whether it will cut every result told of from now on to no row (it reads only
+        their objectives and prefixes)."""
+        ...
+
     def __call__(
         self, tilers: list[TemplateTiler], out: list[TemplateResult | None], i: int
     ) -> None: ...
@@ -110,6 +116,18 @@ class _SharedSearch:
         _share_trips([t for t in tilers if t.uneven is not None])
         self.share_keys = [t.share_key() for t in tilers]  # fixed once the trips are shared
 
+    def _finish(self, i: int, stages: list[Stage]) -> None:
+        """Template ``i``'s result from its ``stages``, without its rows' reservations
+        and latency counts when the pruner keeps none of them (and nothing else does)."""
+        tiler = self.tilers[i]
+        stored = self.store is not None and alone_with_nothing_held(tiler)
+        light = self.pruner is not None and self.pruner.keeps_no_row
+        light = light and not tiler.relaxed and not stored
+        self.finished(i, tiler.finish(stages, rows_wanted=not light))
+        result = self.out[i]
+        if light and result is not None and result.rows:
+            raise AssertionError("a pruner that keeps no row kept some")
+
     def finished(self, i: int, result: TemplateResult, search: bool = True) -> None:
         """Template ``i`` is done: keep its result, release its fronts, tighten bounds."""
         tiler = self.tilers[i]
@@ -174,7 +192,7 @@ class _SharedSearch:
         first = self.tilers[group[0]]
         if j == len(first.t.holders):
             for i in group:  # identical prefixes all the way down: one template each
-                self.finished(i, self.tilers[i].finish(_own(self.tilers[i], stages)))
+                self._finish(i, _own(self.tilers[i], stages))
             return
         if j == first.p_max and stages and first.prefix_raise is not None and not first.relaxed:
             stages = stages[:-1] + [self._of_use(group, j, stages[-1])]
@@ -194,7 +212,7 @@ class _SharedSearch:
             self._count(st)
             if len(st.crit) == 0:
                 for i in members:
-                    self.finished(i, self.tilers[i].finish(stages + [st]))
+                    self._finish(i, stages + [st])
             else:
                 self.descend(members, j + 1, stages + [st])
             self._forget_since(tiler, interned)
@@ -260,7 +278,7 @@ class _SharedSearch:
                 if key is not None:
                     shared[key] = more
                 self._count(more[0])
-            self.finished(i, tiler.finish(_own(tiler, stages + more)))
+            self._finish(i, _own(tiler, stages + more))
         return rest
 
 

@@ -456,15 +456,21 @@ class TemplateTiler:
         return pruning_view(self, first, below, crit, rows)
 
     # ------------------------------------------------------------ results
-    def finish(self, stages: list[Stage]) -> TemplateResult:
+    def finish(self, stages: list[Stage], rows_wanted: bool = True) -> TemplateResult:
         """The template's complete tile shapes (the last stage plus the compute leaf),
-        with their energy and latency, and the trail to rebuild each one."""
+        with their energy and latency, and the trail to rebuild each one. Without
+        ``rows_wanted`` (a pruner that keeps no row of it: a first search past its rows)
+        the rows' reservations and latency counts are left out (no row of them, the
+        result good only to be cut to no row): GPT-3's softmax at batch 64 finishes
+        templates of 6 million rows, each such copy gigabytes."""
         last, res, layout = stages[-1], self.reservations, self.layout
-        crit = last.crit + self.costs.leaf_costs()
+        leaf = self.costs.leaf_costs()
+        crit = last.crit + leaf if rows_wanted or self.want_latency else last.crit
         if self.want_latency:
             energy, latency = self.latency.objectives(crit)
         else:  # energy alone prunes: latency only of the kept rows (see latency_of)
-            energy, latency = crit[:, 0].copy(), np.full(len(crit), np.nan)
+            energy, latency = last.crit[:, 0] + leaf[:, 0], np.full(len(crit), np.nan)
+        crit = crit if rows_wanted else crit[:0]
         variables = self.tiles.vars
         relevance = {
             x: {v: self.info.relevance(x, v) for v in variables} for x in self.info.tensors
