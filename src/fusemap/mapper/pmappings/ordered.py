@@ -174,7 +174,7 @@ class PrunedAsFinished:
             keep = np.flatnonzero(np.asarray(self.useful(r, searched), dtype=bool))
             if len(keep) < r.rows:
                 r = out[i] = r.compact(keep)
-            if getattr(self.useful, "tripped", False) and self.held:
+            if self.keeps_no_row and self.held:
                 self._discard(tilers, out)
         r = out[i] = self._moved(r, searched)
         self.held += r.rows
